@@ -41,7 +41,7 @@ def test_dense_time_beyond_the_measured_range_follows_l_squared():
             {"kind": "lsh", "seq_len": 8192, "n_hashes": 1, "fwd_bwd_ms": 100.0}]
     bench_lsh._add_dense_extrapolation(rows, args)
     extra = [r for r in rows if r.get("extrapolated")]
-    a = (10.0 / 1024 ** 2 + 48.0 / 2048 ** 2) / 2
+    a = (10.0 * 1024 ** 2 + 48.0 * 2048 ** 2) / (1024 ** 4 + 2048 ** 4)  # least squares for t = a L^2
     assert len(extra) == 1 and extra[0]["seq_len"] == 8192 and extra[0]["peak_mb"] is None
     assert extra[0]["fwd_bwd_ms"] == pytest.approx(a * 8192 ** 2, rel=1e-3)
     assert rows[2]["speedup"] == pytest.approx(extra[0]["fwd_bwd_ms"] / 100.0, rel=1e-2)

@@ -182,3 +182,19 @@ def test_compiled_loss_trains_like_eager(tmp_path):
     la = [float(r["loss"]) for r in read_csv(tmp_path / "eager" / "train.csv")]
     lb = [float(r["loss"]) for r in read_csv(tmp_path / "compiled" / "train.csv")]
     assert lb == pytest.approx(la, rel=1e-4) and compiled["val_loss"] == pytest.approx(eager["val_loss"], rel=1e-4)
+
+
+def test_auto_threads_times_both_and_leaves_training_state_alone(tmp_path):
+    before = torch.get_num_threads()
+    try:
+        torch.set_num_threads(2)
+        t = loop.Trainer(cfg(tmp_path, model__dropout=0.1))
+        rng, position = torch.get_rng_state(), t.source.state_dict()
+        rates = t._pick_threads()
+        assert set(rates) == {1, 2} and all(r > 0 for r in rates.values())
+        assert torch.get_num_threads() == max(rates, key=rates.get)
+        assert torch.equal(torch.get_rng_state(), rng) and t.source.state_dict() == position
+    finally:
+        torch.set_num_threads(before)
+    with pytest.raises(ValueError, match="train.threads must be an integer >= 1"):
+        cfg(tmp_path, train__threads="many")

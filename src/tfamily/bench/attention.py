@@ -123,6 +123,8 @@ def _worker(args) -> int:
             allowed, kernel_name, plan_ms, tiles = h * L * (L + 1) // 2, "sdpa", 0.0, []
         else:
             pattern = examples(L)[args.worker]
+            if args.kernel == "flex" and args.block_size == "auto":
+                args.block_size = 128  # flex needs one tile size for its compiled kernel
             kernel = KERNELS[args.kernel](block_size=args.block_size)
             fn = lambda q, k, v: kernel(q, k, v, pattern=pattern)[0]  # noqa: E731
             t0 = time.perf_counter()

@@ -8,8 +8,9 @@ configuration runs in two fresh processes: one times a warm-up call and ``--repe
 calls (the fastest is kept); the other, with the allocator set up for measuring
 (bench/procmem.py), runs a warm-up call and then one call whose peak memory is the
 resident memory it added above the inputs. Dense attention is measured up to
-``--max-dense-len``; at longer lengths its time is extrapolated from the two longest
-measured lengths with the L^2 law (t = a L^2, a fitted), and the row says so
+``--max-dense-len``; at longer lengths its time is extrapolated with the L^2 law
+(t = a L^2, a fitted by least squares on the measured lengths >= 1/4 of the longest),
+and the row says so
 (``extrapolated: true``, memory null). ``speedup`` = dense time / LSH time at that length.
 """
 from __future__ import annotations
@@ -133,8 +134,11 @@ def _measure(args) -> dict:
 
 def _add_dense_extrapolation(rows: list[dict], args) -> None:
     dense = sorted((r for r in rows if r["kind"] == "dense_sdpa"), key=lambda r: r["seq_len"])
-    fit = dense[-2:]
-    a = sum(r["fwd_bwd_ms"] / r["seq_len"] ** 2 for r in fit) / len(fit) if fit else None
+    # Least squares for t = a L^2: a = sum(t L^2) / sum(L^4), dominated by the longest
+    # lengths, where the quadratic term dominates the fixed costs.
+    fit = [r for r in dense if r["seq_len"] >= dense[-1]["seq_len"] // 4] if dense else []
+    a = (sum(r["fwd_bwd_ms"] * r["seq_len"] ** 2 for r in fit) / sum(r["seq_len"] ** 4 for r in fit)
+         if fit else None)
     for L in args.lengths:
         if L > args.max_dense_len and a is not None:
             rows.append({"kind": "dense_sdpa", "n_hashes": None, "seq_len": L,

@@ -26,7 +26,8 @@ def add_args(p) -> None:
     p.add_argument("--heads", type=int, default=4)
     p.add_argument("--lr", type=float, default=3e-3)
     p.add_argument("--block-size", type=int, default=32, help="blocksparse tile size")
-    p.add_argument("--precision", default="bf16", choices=["auto", "bf16", "fp32"])
+    p.add_argument("--precision", default="auto", choices=["auto", "bf16", "fp32"],
+                   help="auto = bf16 only where the CPU/GPU runs it natively")
     p.add_argument("--threads", type=int, default=None, help="torch threads per run (train.threads)")
     p.add_argument("--members", nargs="*", default=None, help="subset of the runs below")
     p.add_argument("--out", default="runs/repro/sparse-text")

@@ -63,7 +63,9 @@ class TrainConfig:
     compile: bool = False              # torch.compile the loss
     activation_checkpointing: bool = False  # sets the spec's depth.checkpointing
     device: str = "auto"
-    threads: int | None = None         # torch.set_num_threads; None = torch's default
+    threads: int | str | None = None   # torch.set_num_threads; None = torch's default; 'auto' = the faster
+                                       # of 1 and all cores, timed on this model (a busy machine can make
+                                       # multi-threaded CPU training several times slower than one thread)
     seed: int = 0
     eval_every: int | None = 500       # steps; None = only at the end
     eval_tokens: int | None = 100_000  # scored tokens per evaluation; None = the whole split
@@ -142,8 +144,10 @@ def validate(cfg: Config) -> None:
         raise TypeError(f"member must be a member name (see `tfamily members`), got {cfg.member!r}")
     for name in ("batch_size", "accum", "log_every", "keep"):
         _int(f"train.{name}", getattr(t, name), 1)
-    for name in ("max_steps", "eval_every", "ckpt_every", "eval_tokens", "eval_batch_size", "threads"):
+    for name in ("max_steps", "eval_every", "ckpt_every", "eval_tokens", "eval_batch_size"):
         _int(f"train.{name}", getattr(t, name), 1, none=True)
+    if t.threads != "auto":
+        _int("train.threads", t.threads, 1, none=True)
     _int("train.warmup", t.warmup, 0)
     _int("train.seed", t.seed, 0)
     _num("train.lr", t.lr)

@@ -38,6 +38,10 @@ def run(args) -> int:
     trainer.budget = max(1.0, total - reserve - (time.perf_counter() - t0))
     spec, src = trainer.spec, trainer.source
     log = sys.stderr
+    if trainer.thread_rates and len(trainer.thread_rates) > 1:
+        print("tfamily demo: training speed by thread count: " + ", ".join(
+            f"{n} thread{'s' * (n > 1)} {r:,.0f} tokens/s" for n, r in trainer.thread_rates.items())
+              + f"; using {torch.get_num_threads()}", file=log, flush=True)
     print(f"tfamily demo: {cfg.member} (d_model {spec.d_model}, {spec.depth.n_layers} layers, "
           f"{trainer.params / 1e6:.2f}M parameters) on {src.name} ({src.vocab.name} vocabulary, "
           f"{src.vocab_size} symbols), sequences of {src.seq_len}, batch {cfg.train.batch_size}; "
@@ -65,7 +69,7 @@ def run(args) -> int:
           f"loss {result['val_loss']:.3f} nats/char = {result['val_bpc']:.3f} bits/char "
           f"(target <= {TARGET_NATS} nats = {TARGET_NATS / math.log(2):.2f} bpc: {reached})")
     print(f"trained {result['steps']} steps, {result['tokens']:,} tokens in {result['train_s']:.0f} s "
-          f"({result['tokens_per_s']:,.0f} tokens/s, {torch.get_num_threads()} threads); "
+          f"({result['tokens_per_s']:,.0f} tokens/s, {result['threads']} thread{'s' * (result['threads'] > 1)}); "
           f"whole demo {result['demo_wall_s']:.0f} s")
     print(f"\nsample (temperature 0.8):\n{'-' * 60}\n{sample.strip()}\n{'-' * 60}")
     print(f"run directory: {out}\n  more text:  tfamily generate {out} --prompt 'ROMEO:'\n"

@@ -66,5 +66,6 @@ def autocast(device: torch.device, precision: str):
 def describe(device: torch.device) -> str:
     if device.type == "cuda":
         return torch.cuda.get_device_name(device)
-    return f"{platform.processor() or platform.machine()} ({torch.get_num_threads()} threads, " \
+    n = torch.get_num_threads()
+    return f"{platform.processor() or platform.machine()} ({n} thread{'s' * (n > 1)}, " \
            f"{torch.backends.cpu.get_cpu_capability()}, bf16 {'native' if cpu_has_bf16() else 'emulated'})"

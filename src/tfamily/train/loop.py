@@ -91,7 +91,7 @@ class Trainer:
         checkpoint's config (see ``resume_config``), and the spec must match it."""
         t = cfg.train
         self.dist = d = distributed.setup(t.device)
-        if t.threads:
+        if isinstance(t.threads, int):
             torch.set_num_threads(t.threads)
         if t.batch_size % d.world_size:
             raise ValueError(f"train.batch_size={t.batch_size} is the global batch and must divide evenly "
@@ -119,6 +119,7 @@ class Trainer:
         elif distributed.any_rank(d.main and bool(checkpoint.step_dirs(self.run_dir / "checkpoints")), d):
             raise ValueError(f"run directory {self.run_dir} already has checkpoints; continue it with "
                              f"--resume {self.run_dir} or pick another train.out")
+        self.thread_rates = self._pick_threads() if t.threads == "auto" and self.device.type == "cpu" else None
         self.loss_module = LossOf(self.model)
         self.loss_fn = distributed.wrap(self.loss_module, d)
         if t.compile:
@@ -127,6 +128,38 @@ class Trainer:
         self.saved_step = self.step if self.ckpt is not None else None  # known on every rank
         self.last_eval: dict | None = None
         self.recent: deque = deque(maxlen=50)
+
+    def _pick_threads(self, steps: int = 1, rounds: int = 2) -> dict[int, float]:
+        """``train.threads: auto``: time a few steps of a throwaway copy of the model with one
+        thread and with all of them (interleaved, so a load change hits both), keep the faster.
+        Restores the RNG and data position, so training is unaffected."""
+        most = torch.get_num_threads()
+        if most <= 1:
+            return {most: 0.0}
+        rng, position = torch.get_rng_state(), self.source.state_dict()
+        batch = to_device(self.source.next(), self.device)
+        self.source.load_state_dict(position)
+        probe = build(self.spec).to(self.device)
+        opt = adamw(probe, 1e-9, 0.0)
+        seconds = {1: 0.0, most: 0.0}
+        for r in range(rounds):
+            for n in seconds:
+                torch.set_num_threads(n)
+                if r == 0:
+                    probe.loss(batch)[0].backward()  # untimed: lets the thread pool settle
+                t0 = time.perf_counter()
+                for _ in range(steps):
+                    with autocast(self.device, self.precision):
+                        loss, _ = probe.loss(batch)
+                    loss.backward()
+                    opt.step()
+                    opt.zero_grad(set_to_none=True)
+                seconds[n] += time.perf_counter() - t0
+        torch.set_rng_state(rng)
+        tokens = batch["x"].numel() * steps * rounds
+        rates = {n: tokens / s for n, s in seconds.items()}
+        torch.set_num_threads(max(rates, key=rates.get))
+        return rates
 
     # -- checkpoints -------------------------------------------------------------------------
     def _restore(self, ck: checkpoint.Loaded) -> None:
@@ -325,7 +358,7 @@ class Trainer:
                   "tokens_per_s": (self.tokens - start_tokens) / max(train_s, 1e-9),
                   "train_loss": self.train_loss, "val_loss": e["loss"], "val_bpc": e.get("bpc"),
                   "val_ppl": e["ppl"], "val_acc": e["acc"], "stopped": stopped, "precision": self.precision,
-                  "device": str(self.device), "world_size": d.world_size, "run_dir": str(self.run_dir),
+                  "device": str(self.device), "threads": torch.get_num_threads(), "world_size": d.world_size, "run_dir": str(self.run_dir),
                   "checkpoint": str(self.last_ckpt) if self.last_ckpt else None}
         if d.main:
             (self.run_dir / "result.json").write_text(json.dumps(result, indent=1), encoding="utf-8")

@@ -71,6 +71,16 @@ class Plan:
     k_identity: bool             # likewise for keys
     all_live: bool = True        # every query sees some key
 
+    def key_slots(self) -> list[tuple[int, Tensor]]:
+        """Per key copy: its start on the virtual axis and the slot of each natural key."""
+        out, start = [], 0
+        for perm, pad in zip(self.k_perms, self.k_pads):
+            inv = torch.empty_like(perm)
+            inv[perm] = torch.arange(perm.numel(), device=perm.device)
+            out.append((start, inv))
+            start += pad
+        return out
+
     @property
     def n_layout_heads(self) -> int:
         return 1 if self.heads is None else len(self.heads)
