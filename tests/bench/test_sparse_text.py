@@ -35,3 +35,10 @@ def test_two_step_comparison_runs(tmp_path, capsys):
     assert sparse_text.run(args) == 0
     rows = json.loads(capsys.readouterr().out)
     assert [r["member"] for r in rows] == ["gpt", "bigbird"] and all(r["val_bpc"] > 0 for r in rows)
+
+
+def test_data_dir_is_passed_to_every_run(tmp_path):
+    args = _args(data_dir=tmp_path / "data")
+    cmd = sparse_text.command("gpt", None, args, tmp_path / "gpt")
+    assert cmd[cmd.index("--data-dir") + 1] == str(tmp_path / "data")
+    assert "--data-dir" not in sparse_text.command("gpt", None, _args(), tmp_path / "gpt")

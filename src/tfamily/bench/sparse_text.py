@@ -13,6 +13,7 @@ import json
 import math
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 
@@ -30,7 +31,9 @@ def add_args(p) -> None:
                    help="auto = bf16 only where the CPU/GPU runs it natively")
     p.add_argument("--threads", type=int, default=None, help="torch threads per run (train.threads)")
     p.add_argument("--members", nargs="*", default=None, help="subset of the runs below")
-    p.add_argument("--out", default="runs/repro/sparse-text")
+    p.add_argument("--out", default=None, help="directory for the runs and results.json "
+                   "(default runs/repro/sparse-text/<time>, so a re-run never collides with an earlier one)")
+    p.add_argument("--data-dir", metavar="DIR", help="data directory (else $TFAMILY_DATA, else the user cache)")
     p.add_argument("--json", action="store_true")
 
 
@@ -58,6 +61,8 @@ def command(member: str, params: dict | None, args, out: Path) -> list[str]:
            "train.eval_every=null", "train.eval_tokens=null", "train.ckpt_every=null", "train.progress=false"]
     if args.threads:
         cmd.append(f"train.threads={args.threads}")
+    if getattr(args, "data_dir", None):
+        cmd += ["--data-dir", str(args.data_dir)]
     if params is not None:
         cmd += ["model.pattern.per_layer=[]", f"model.pattern.params={json.dumps(params)}",
                 f'model.kernel.params={json.dumps({"block_size": args.block_size})}']
@@ -70,7 +75,7 @@ def run(args) -> int:
     unknown = sorted(set(names) - set(plan))
     if unknown:
         raise ValueError(f"unknown run(s) {unknown}; choose from {', '.join(plan)}")
-    out = Path(args.out)
+    out = Path(args.out or f"runs/repro/sparse-text/{time.strftime('%Y%m%d-%H%M%S')}")
     rows = []
     for name in names:
         cmd = command(name, plan[name], args, out / name)
