@@ -28,6 +28,8 @@ import sys
 import time
 from pathlib import Path
 
+from .results import write_rows
+
 BASELINE = "dense_causal_sdpa"
 FIELDS = ["pattern", "kernel", "seq_len", "density", "causal_density", "fwd_ms", "fwd_bwd_ms", "peak_mb",
           "plan_ms", "dense_fwd_bwd_ms", "vs_target", "batch", "heads", "d_head", "block_size", "device"]
@@ -71,12 +73,7 @@ def run(args) -> int:
     for r in rows:
         ok = r["fwd_bwd_ms"] is not None and r["dense_fwd_bwd_ms"]
         r["vs_target"] = round(r["fwd_bwd_ms"] / (r["causal_density"] * r["dense_fwd_bwd_ms"]), 3) if ok else None
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "attention.json").write_text(json.dumps(rows, indent=2))
-    with open(out / "attention.csv", "w") as f:
-        f.write(",".join(FIELDS) + "\n")
-        f.writelines(",".join("" if r.get(k) is None else str(r[k]) for k in FIELDS) + "\n" for r in rows)
+    out = write_rows(args.out, "attention", rows, FIELDS)
     plot(rows, Path(args.plot) if args.plot else out / "attention.png")
     if args.json:
         print(json.dumps(rows, indent=2))

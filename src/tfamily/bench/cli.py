@@ -13,6 +13,7 @@ BENCHES = {
     "xl-eval": "tfamily.bench.xl_eval",
     "lsh": "tfamily.bench.lsh",
     "reversible": "tfamily.bench.reversible",
+    "sdpa-tiles": "tfamily.bench.sdpa_tiles",
 }
 PLOTS = {
     "spans": "tfamily.bench.spans",

@@ -22,6 +22,8 @@ import sys
 import time
 from pathlib import Path
 
+from .results import write_rows
+
 from .procmem import peak_mb, worker_env
 
 FIELDS = ["kind", "n_hashes", "seq_len", "fwd_bwd_ms", "peak_mb", "speedup", "extrapolated",
@@ -61,12 +63,7 @@ def run(args) -> int:
             rows.append(_spawn(args, "lsh", L, r))
         print(f"# L={L}: done", file=sys.stderr, flush=True)
     _add_dense_extrapolation(rows, args)
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "lsh.json").write_text(json.dumps(rows, indent=2))
-    with open(out / "lsh.csv", "w") as f:
-        f.write(",".join(FIELDS) + "\n")
-        f.writelines(",".join("" if r.get(k) is None else str(r[k]) for k in FIELDS) + "\n" for r in rows)
+    out = write_rows(args.out, "lsh", rows, FIELDS)
     _plot(rows, out / "lsh.png")
     if args.json:
         print(json.dumps(rows, indent=2))

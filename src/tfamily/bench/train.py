@@ -18,6 +18,8 @@ from pathlib import Path
 
 import torch
 
+from .results import write_rows
+
 FIELDS = ["kind", "precision", "device", "threads", "params", "flops_per_token", "step_ms", "tokens_per_s",
           "model_gflops", "matmul_gflops", "fraction_of_matmul", "steps", "d_model", "n_layers", "seq_len",
           "batch"]
@@ -119,12 +121,7 @@ def run(args) -> int:
         tr = train_rate(args, prec, device)
         rows.append({"kind": "train", "precision": prec, "matmul_gflops": mm,
                      "fraction_of_matmul": tr["model_gflops"] / mm, **tr, **common})
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "train.json").write_text(json.dumps(rows, indent=2))
-    with open(out / "train.csv", "w") as f:
-        f.write(",".join(FIELDS) + "\n")
-        f.writelines(",".join("" if r.get(k) is None else str(r[k]) for k in FIELDS) + "\n" for r in rows)
+    out = write_rows(args.out, "train", rows, FIELDS)
     plot(rows, out / "train.png")
     if args.json:
         print(json.dumps(rows, indent=2))

@@ -1,0 +1,23 @@
+"""Benchmark rows on disk: ``STEM.json`` (the list as printed by ``--json``) and ``STEM.csv``
+(the named fields, empty where a row lacks one), each written to a temporary file and renamed
+so an interrupted run never leaves a half-written table."""
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+
+def _atomic_write(path: Path, text: str) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+
+
+def write_rows(out: str | Path, stem: str, rows: list[dict], fields: list[str]) -> Path:
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    _atomic_write(out / f"{stem}.json", json.dumps(rows, indent=2))
+    lines = [",".join(fields)] + [",".join("" if r.get(k) is None else str(r[k]) for k in fields) for r in rows]
+    _atomic_write(out / f"{stem}.csv", "\n".join(lines) + "\n")
+    return out
