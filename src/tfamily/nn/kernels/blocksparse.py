@@ -22,6 +22,7 @@ from torch import Tensor
 from ..patterns import Causal, Full, Pattern, PerHead
 from ..patterns.combine import is_per_head
 from .base import allowed_mask
+from .flash_lse import attention_with_lse
 from .layout import AUTO_BLOCKS, Plan, get_plan, split
 from .sdpa import SDPAKernel
 
@@ -241,12 +242,13 @@ def attend_group(q, k, v, query_order, parts, heads, bias, ctx, want_lse: bool):
                 mask = (torch.zeros((), dtype=q.dtype, device=q.device) if bias is None
                         else tiles.bias(bk, bias).to(q.dtype))
                 mask = mask.masked_fill(~allowed, torch.finfo(q.dtype).min)
-            out = F.scaled_dot_product_attention(qt, kt, vt, attn_mask=mask, dropout_p=ctx["dropout_p"],
-                                                 scale=ctx["scale"])
+            if want_lse:
+                out, lse = attention_with_lse(qt, kt, vt, mask, ctx["scale"], ctx["dropout_p"])
+                lses.append(tiles.scatter(lse[..., None]))
+            else:
+                out = F.scaled_dot_product_attention(qt, kt, vt, attn_mask=mask, dropout_p=ctx["dropout_p"],
+                                                     scale=ctx["scale"])
         outs.append(tiles.scatter(out))
-        if want_lse:
-            scores = (qt @ kt.transpose(-1, -2)).float() * ctx["scale"] + mask.float()
-            lses.append(tiles.scatter(torch.logsumexp(scores, -1)[..., None]))
         if kp is not None:
             lives.append(tiles.scatter(allowed.any(-1, keepdim=True).expand(*qt.shape[:-1], 1)))
         rows.append(bk.rows)
