@@ -50,3 +50,40 @@ def test_new_state_and_reorder_state():
     reorder_state(state, torch.tensor([3, 0, 0, 1]))
     assert state[0].memory.flatten().tolist() == [3.0, 0.0, 0.0, 1.0]
     assert state[1].cache.kv[0].flatten().tolist() == [3.0, 0.0, 0.0, 1.0]
+
+
+def test_cache_state_follows_the_state_protocol():
+    from tfamily.nn.cache import CacheState, State
+    st = new_state(2)
+    assert isinstance(st, CacheState) and isinstance(st, State) and not st.carried
+    assert st.offset == 0
+    st[0].cache.append(torch.randn(1, 2, 7, 4), torch.randn(1, 2, 7, 4))
+    st.advance(7)
+    assert st.offset == 7
+
+
+def test_a_new_kind_of_state_needs_no_change_in_the_model():
+    # The model asks a state only for `offset` and `advance(n)`: a state that keeps no
+    # cache but counts tokens makes a learned-position model see positions 5.. and
+    # is told how many tokens each call consumed.
+    from tfamily import build, members
+
+    class Counting(list):
+        carried = False
+
+        def __init__(self, n_layers, start):
+            super().__init__(LayerState() for _ in range(n_layers))
+            self.offset, self.calls = start, []
+
+        def advance(self, n):
+            self.calls.append(n)
+            self.offset += n
+
+    torch.manual_seed(0)
+    model = build(members.gpt(d_model=16, heads__n_heads=2, depth__n_layers=1, position__max_len=32)).eval()
+    x = torch.randint(0, 256, (1, 4))
+    st = Counting(1, 5)
+    out = model(x, state=st)
+    torch.testing.assert_close(out, model(x, offset=5))
+    assert st.calls == [4] and st.offset == 9
+    assert not torch.allclose(out, model(x, offset=0))

@@ -3,11 +3,9 @@ over the source and a decoder stack with causal self-attention and cross-attenti
 to the encoder output, sharing one embedding (section 3.4)."""
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 from torch import Tensor, nn
 
-from ..nn.cache import LayerState, new_state
+from ..nn.cache import State, new_state
 from ..nn.depth import Stack
 from ..nn.embedding import TokenEmbedding
 
@@ -26,15 +24,16 @@ class EncoderDecoder(nn.Module):
         return self.encoder(self.drop(self.position(self.embed(src))), key_padding=src_padding)
 
     def decode(self, tgt: Tensor, memory: Tensor, *, src_padding: Tensor | None = None,
-               tgt_padding: Tensor | None = None, state: Sequence[LayerState] | None = None) -> Tensor:
+               tgt_padding: Tensor | None = None, state: State | None = None) -> Tensor:
         """``tgt``: (b, n) -> logits (b, n, vocab), attending to ``memory`` (b, m, d)."""
         if tgt.shape[0] != memory.shape[0]:
             raise ValueError(f"batch size mismatch: decoder input has {tgt.shape[0]} rows but the "
                              f"encoder input has {memory.shape[0]}; pass the same batch to both")
-        offset = state[0].cache.length if state and state[0].cache is not None else 0
-        x = self.drop(self.position(self.embed(tgt), offset))
+        x = self.drop(self.position(self.embed(tgt), 0 if state is None else state.offset))
         x = self.decoder(x, state=state, key_padding=tgt_padding, context=memory,
                          context_padding=src_padding)
+        if state is not None:
+            state.advance(tgt.shape[1])
         return self.head(x)
 
     def forward(self, src: Tensor, tgt: Tensor, *, src_padding: Tensor | None = None,
@@ -48,5 +47,5 @@ class EncoderDecoder(nn.Module):
     def loss(self, batch: dict) -> tuple[Tensor, dict]:
         return self.objective(self, batch)
 
-    def new_state(self) -> list[LayerState]:
+    def new_state(self) -> State:
         return new_state(len(self.decoder), cross=True)

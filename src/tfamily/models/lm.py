@@ -5,12 +5,11 @@ the vocabulary. What differs (pattern, objective, head) is passed in.
 """
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 
 from torch import Tensor, nn
 
-from ..nn.cache import LayerState, new_state
-from ..nn.memory import SegmentMemory
+from ..nn.cache import State, new_state
 from ..nn.depth import Stack
 from ..nn.embedding import TokenEmbedding
 
@@ -18,7 +17,7 @@ from ..nn.embedding import TokenEmbedding
 class LanguageModel(nn.Module):
     def __init__(self, embed: TokenEmbedding, position: nn.Module, stack: Stack, head: nn.Module,
                  objective: nn.Module, dropout: float = 0.0,
-                 make_state: Callable[..., list[LayerState]] | None = None):
+                 make_state: Callable[..., State] | None = None):
         super().__init__()
         self.embed, self.position, self.stack, self.head = embed, position, stack, head
         self.objective = objective
@@ -26,16 +25,16 @@ class LanguageModel(nn.Module):
         self.make_state = make_state  # the state axis (build.STATES); None = a KV cache per layer
 
     def forward(self, tokens: Tensor, *, key_padding: Tensor | None = None,
-                state: Sequence[LayerState] | None = None, offset: int | None = None) -> Tensor:
-        """``tokens``: (b, n) ids -> logits (b, n, vocab). With ``state`` (a KV cache),
-        positions continue from the cached length unless ``offset`` is given."""
+                state: State | None = None, offset: int | None = None) -> Tensor:
+        """``tokens``: (b, n) ids -> logits (b, n, vocab). With ``state`` (``new_state()``:
+        a KV cache or XL memory), positions continue from ``state.offset`` unless
+        ``offset`` is given."""
         if offset is None:
-            offset = (state.offset if isinstance(state, SegmentMemory) else
-                      state[0].cache.length if state and state[0].cache is not None else 0)
+            offset = 0 if state is None else state.offset
         x = self.drop(self.position(self.embed(tokens), offset))
         logits = self.head(self.stack(x, state=state, key_padding=key_padding))
-        if isinstance(state, SegmentMemory):
-            state.advance(tokens.shape[1])  # this segment's layer inputs become the next memory
+        if state is not None:
+            state.advance(tokens.shape[1])  # e.g. XL: this segment's inputs become the next memory
         return logits
 
     def loss(self, batch: dict) -> tuple[Tensor, dict]:
@@ -60,7 +59,7 @@ class LanguageModel(nn.Module):
             if mod is not self and callable(getattr(mod, "after_step", None)):
                 mod.after_step()
 
-    def new_state(self, **kw) -> list[LayerState]:
+    def new_state(self, **kw) -> State:
         """A fresh state: KV caches, or XL memory (``mem_len=`` overrides the spec's)."""
         if self.make_state is not None:
             return self.make_state(**kw)

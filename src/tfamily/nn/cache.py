@@ -4,10 +4,19 @@
 doubling so appending a token is amortised O(1) copies. ``LayerState`` bundles
 what one layer carries: its self-attention cache, its cross-attention cache
 (encoder keys/values, computed once) and XL memory.
+
+A model's whole state is a ``State``: one ``LayerState`` per layer plus the two things
+the model itself asks of it, whatever the kind: ``offset`` (the absolute position of
+the next token, for position encodings) and ``advance(n)`` (called once after every
+call over ``n`` new tokens). ``carried`` says whether a trainer keeps the state from one
+training batch to the next (XL memory: yes; a decoding cache: no). ``CacheState`` is
+the KV-cache kind; ``nn/memory.SegmentMemory`` the XL kind. A new kind of state is a
+new class here, not a branch in the model.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
 
 import torch
 from torch import Tensor
@@ -60,9 +69,35 @@ class LayerState:
     inputs: Tensor | None = None  # this call's layer input, recorded for the next memory
 
 
-def new_state(n_layers: int, *, cache: bool = True, cross: bool = False) -> list[LayerState]:
-    return [LayerState(cache=KVCache() if cache else None, cross_cache=KVCache() if cross else None)
-            for _ in range(n_layers)]
+@runtime_checkable
+class State(Protocol):
+    """What models and trainers use of a state (besides indexing its layers)."""
+
+    carried: bool
+
+    @property
+    def offset(self) -> int: ...
+
+    def advance(self, n: int) -> None: ...
+
+
+class CacheState(list):
+    """Per-layer KV caches for incremental decoding: the offset is the cached length."""
+
+    carried = False
+
+    @property
+    def offset(self) -> int:
+        cache = self[0].cache if self else None
+        return 0 if cache is None else cache.length
+
+    def advance(self, n: int) -> None:
+        """Nothing to do: attention appended this call's keys and values already."""
+
+
+def new_state(n_layers: int, *, cache: bool = True, cross: bool = False) -> CacheState:
+    return CacheState(LayerState(cache=KVCache() if cache else None, cross_cache=KVCache() if cross else None)
+                      for _ in range(n_layers))
 
 
 def reorder_state(state: list[LayerState], index: Tensor) -> None:

@@ -34,7 +34,7 @@ def next_memory(memory: Tensor | None, inputs: Tensor | None, mem_len: int) -> T
 
 
 class SegmentMemory(list):
-    """A ``list[LayerState]`` carrying XL memory from one call of the model to the next.
+    """A ``State`` (nn/cache.py) carrying XL memory from one call of the model to the next.
 
     ``offset`` counts the tokens already seen (the absolute position of the next
     segment's first token, for absolute position encodings). ``limits`` holds, per
@@ -42,6 +42,8 @@ class SegmentMemory(list):
     use (an adaptive span shorter than ``mem_len``), so memory it cannot see is
     neither kept nor projected.
     """
+
+    carried = True  # the trainer keeps it across batches of a contiguous stream
 
     def __init__(self, n_layers: int, mem_len: int,
                  limits: Sequence[Callable[[], int] | None] | None = None):

@@ -11,7 +11,6 @@ from collections.abc import Iterable
 import torch
 from torch import nn
 
-from ..nn.memory import SegmentMemory
 from . import distributed
 from .device import autocast
 
@@ -24,14 +23,14 @@ def carried_state(model: nn.Module, stream: bool, **state_kw):
     """The state a memory model carries from one contiguous segment to the next, or None.
 
     Hook for memory models (Transformer-XL): with ``data.stream`` true and a model whose
-    ``new_state()`` is a ``SegmentMemory``, the trainer keeps that state across steps
+    ``new_state()`` is ``carried`` (``SegmentMemory``), the trainer keeps that state across steps
     and passes it as ``batch["state"]``; the model updates it in place (detached).
     A KV cache is decoding state, not training state, so it is never carried.
     ``state_kw`` go to ``new_state`` (e.g. ``mem_len=`` for a longer memory at evaluation)."""
     if not stream or not callable(getattr(model, "new_state", None)):
         return None
     state = model.new_state(**state_kw)
-    return state if isinstance(state, SegmentMemory) else None
+    return state if state.carried else None
 
 
 @torch.no_grad()
