@@ -275,6 +275,15 @@ def _additive(bk, allowed: Tensor, dtype) -> Tensor:
     return mask
 
 
+def _tile_ids(bk, n_k_tiles: int) -> Tensor:
+    """The bucket's key tile ids, flattened; a band's slots past either end (always
+    masked out) read tile 0 or the last tile instead."""
+    ids = bk.cache.get("tile_ids")
+    if ids is None:
+        ids = bk.cache["tile_ids"] = bk.kv.clamp(0, n_k_tiles - 1).flatten()
+    return ids
+
+
 def _cat(ts: list, dim: int) -> Tensor:
     return ts[0] if len(ts) == 1 else torch.cat(ts, dim)
 
@@ -304,18 +313,23 @@ class _SharedTiles:
         qt = self.q if bk.all_rows else (self.q[:, :, :, int(bk.rows[0]):int(bk.rows[0]) + R]
                                          if bk.consecutive else take(self.q, 3, bk.rows))
         qt = qt.transpose(2, 3).reshape(b * hk, R, g * B, e)
-        if bk.band is not None:
+        # A band read by consecutive rows is a slice of an unfold view (no copy). Other
+        # rows gather whole key tiles: measured on local_2d at 16K, index_select over
+        # the unfold view (strided windows) and its backward (zeros of all windows,
+        # index_add, unfold_backward) cost 3.5x a tile gather.
+        band = bk.band is not None and bk.consecutive
+        if band:
             kt, vt = (self._band(t, bk) for t in (self.k, self.v))
         else:
-            flat = bk.kv.flatten()
+            flat = _tile_ids(bk, self.plan.n_k_tiles)
             kt = take(self.k, 1, flat).view(b * hk, R, K * B, e)
             vt = take(self.v, 1, flat).view(b * hk, R, K * B, e)
         allowed = bk.mask[:, None].expand(R, g, B, K * B).reshape(1, R, g * B, K * B)
         if kp is not None:
-            if bk.band is not None:
+            if band:
                 kpt = self._band(kp.view(b, -1, B, 1), bk)
             else:
-                kpt = kp.view(b, -1, B).index_select(1, bk.kv.flatten())
+                kpt = kp.view(b, -1, B).index_select(1, _tile_ids(bk, self.plan.n_k_tiles))
             allowed = (allowed[None] & kpt.reshape(b, 1, R, 1, K * B)).expand(
                 b, hk, R, g * B, K * B).reshape(b * hk, R, g * B, K * B)
         return qt, kt, vt, allowed
@@ -331,10 +345,8 @@ class _SharedTiles:
         if lo or hi:
             flat = F.pad(flat, (0, 0, lo * B, hi * B))
         windows = flat.unfold(1, K * B, B).transpose(-1, -2)   # window w starts at tile w - lo
-        starts = bk.kv[:, 0] + lo
-        if bk.consecutive:
-            return windows[:, int(starts[0]):int(starts[0]) + R]
-        return windows.index_select(1, starts)
+        start = int(bk.kv[0, 0]) + lo   # rows are consecutive (see gather)
+        return windows[:, start:start + R]
 
     def bias(self, bk, bias: Tensor) -> Tensor:
         b, hk, g, B = self.b, self.h_kv, self.g, self.B
