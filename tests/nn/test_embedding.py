@@ -34,3 +34,10 @@ def test_token_dtype_and_rank_are_checked():
         emb(torch.zeros(1, 3))
     with pytest.raises(ValueError, match=r"\(3,\)"):
         emb(torch.zeros(3, dtype=torch.long))
+
+
+def test_token_check_does_not_read_values_back_off_cpu():
+    # On an accelerator the range check runs on the device (no host sync per forward);
+    # a meta tensor has no values to read, so a host-side check would raise here.
+    from tfamily.nn.embedding import check_tokens
+    check_tokens(torch.zeros(2, 3, dtype=torch.long, device="meta"), 10)

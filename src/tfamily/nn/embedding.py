@@ -40,7 +40,14 @@ def check_tokens(tokens: Tensor, vocab_size: int) -> None:
                         f"{getattr(tokens, 'dtype', type(tokens).__name__)}")
     if tokens.dim() != 2:
         raise ValueError(f"tokens must have shape (batch, seq_len), got {tuple(tokens.shape)}")
-    if tokens.numel():
+    if tokens.numel() and tokens.device.type != "cpu":
+        # Reading min/max back would stall the host on every forward; the device checks
+        # instead (an out-of-range id would otherwise fail inside the embedding's gather
+        # with no hint which id or table).
+        torch._assert_async(((tokens >= 0) & (tokens < vocab_size)).all(),
+                            f"a token id is outside the vocabulary [0, {vocab_size - 1}]; "
+                            f"raise vocab_size or fix the tokenizer")
+    elif tokens.numel():
         lo, hi = int(tokens.min()), int(tokens.max())
         if lo < 0 or hi >= vocab_size:
             bad = lo if lo < 0 else hi
