@@ -33,8 +33,8 @@ def _vanilla_batch(g, b=32, n=8):
 
 
 def _bert_batch(g, b=32, period=4, reps=4):
-    # mask_id defaults to V - 1, so the data stays below it.
-    return {"x": torch.randint(0, V - 1, (b, period), generator=g).repeat(1, reps)}
+    # [MASK] has its own id (V), so the data may use every id.
+    return {"x": torch.randint(0, V, (b, period), generator=g).repeat(1, reps)}
 
 
 TASKS = {  # member -> (extra overrides, batch maker, steps, lr)

@@ -102,14 +102,17 @@ STATES: dict = {"xl_memory": _xl_memory}
 
 
 def _language_model(spec: Spec) -> nn.Module:
-    embed = TokenEmbedding(spec.vocab_size, spec.d_model)
-    head = LMHead(spec.d_model, spec.vocab_size, tied=embed if spec.tie_embeddings else None)
+    objective = OBJECTIVES[spec.objective.name](spec)
+    # Objectives may reserve ids past the data's vocabulary (masked LM's [MASK]).
+    rows = spec.vocab_size + getattr(objective, "extra_tokens", 0)
+    embed = TokenEmbedding(rows, spec.d_model)
+    head = LMHead(spec.d_model, rows, tied=embed if spec.tie_embeddings else None)
     if spec.model == "encoder":
         head = MLMHead(spec.d_model, head)
     layers = stack(spec, spec.depth.n_layers)
     make_state = STATES[spec.state.name](spec, layers) if spec.state.name in STATES else None
-    return LanguageModel(embed, input_position(spec), layers, head,
-                         OBJECTIVES[spec.objective.name](spec), spec.dropout, make_state=make_state)
+    return LanguageModel(embed, input_position(spec), layers, head, objective, spec.dropout,
+                         make_state=make_state)
 
 
 def _encoder_decoder(spec: Spec) -> nn.Module:

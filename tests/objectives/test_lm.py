@@ -63,6 +63,20 @@ def test_masked_lm_loss_is_on_picked_positions():
     assert loss.item() > 0.5 * math.log(V)
 
 
+def test_mask_has_its_own_id_and_embedding_row():
+    mlm = MaskedLM(V)
+    assert mlm.mask_id == V and mlm.extra_tokens == 1
+    x = torch.randint(0, V, (50, 40))
+    out, picked = mlm.corrupt(x, generator=torch.Generator().manual_seed(0))
+    assert (out == V).any() and not (out[~picked] == V).any()   # only picked tokens are masked
+    model = tfamily.build(members.bert(**SMALL))
+    assert model.embed.weight.shape[0] == V + 1
+    loss, _ = model.loss({"x": x[:4]})   # every data id, plus [MASK], embeds
+    assert torch.isfinite(loss)
+    explicit = tfamily.build(members.bert(**SMALL, objective__params={"mask_id": 3}))
+    assert explicit.embed.weight.shape[0] == V and explicit.objective.mask_id == 3
+
+
 def test_masked_lm_parameter_checks():
     with pytest.raises(ValueError, match="mask_id=17"):
         MaskedLM(V, mask_id=V)

@@ -41,14 +41,21 @@ class CausalLM(nn.Module):
 class MaskedLM(nn.Module):
     """BERT's recipe (Devlin et al. 2019, section 3.1): pick ``mask_prob`` of the real
     tokens; of those 80% become [MASK], 10% a random token, 10% stay; predict the
-    originals at the picked positions. Batch ``{"x": (b, n)[, "key_padding"]}``."""
+    originals at the picked positions. Batch ``{"x": (b, n)[, "key_padding"]}``.
+
+    By default [MASK] is its own id, ``vocab_size``, one past the data's ids: the
+    objective asks the model for ``extra_tokens`` = 1 more embedding row, so a mask is
+    never confused with a real token. An explicit ``mask_id`` must be a data id."""
 
     def __init__(self, vocab_size: int, mask_id: int | None = None, mask_prob: float = 0.15):
         super().__init__()
         self.vocab_size = vocab_size
-        self.mask_id = vocab_size - 1 if mask_id is None else mask_id
-        if not 0 <= self.mask_id < vocab_size:
-            raise ValueError(f"mask_id={self.mask_id} is outside the vocabulary [0, {vocab_size - 1}]")
+        self.extra_tokens = 1 if mask_id is None else 0
+        self.mask_id = vocab_size if mask_id is None else mask_id
+        if isinstance(self.mask_id, bool) or not isinstance(self.mask_id, int) or (
+                mask_id is not None and not 0 <= mask_id < vocab_size):
+            raise ValueError(f"mask_id={self.mask_id!r} is outside the vocabulary [0, {vocab_size - 1}]; "
+                             f"leave it unset for a reserved [MASK] id")
         if not 0.0 < mask_prob < 1.0:
             raise ValueError(f"mask_prob must be in (0, 1), got {mask_prob}")
         self.mask_prob = mask_prob
