@@ -63,7 +63,7 @@ def test_decoder_and_encoder_wiring():
     assert gpt.stack.checkpointing and isinstance(blk.ff, Chunked) and blk.ff.chunks == 2
     bert = build(members.bert(**SMALL))
     assert isinstance(bert.stack.blocks[0].attn.pattern, Full)
-    assert bert.objective.mask_id == V - 1
+    assert bert.objective.mask_id == V and bert.embed.weight.shape[0] == V + 1  # reserved [MASK]
 
 
 @pytest.mark.parametrize("member", ["gpt", "bert", "vanilla"])
