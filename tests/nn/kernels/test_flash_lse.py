@@ -62,3 +62,13 @@ def test_fused_bf16_error_is_of_the_order_of_the_reference():
         ref_err = (r.float() - e).abs().max().item()
         got_err = (g.float() - e).abs().max().item()
         assert got_err <= 2 * ref_err + 1e-2 * e.abs().max().item(), (got_err, ref_err)
+
+
+def test_without_the_private_ops_the_composite_is_used(monkeypatch):
+    import tfamily.nn.kernels.flash_lse as fl
+    monkeypatch.setattr(fl, "_FWD", None)
+    monkeypatch.setattr(_FlashLSE, "apply", lambda *a: pytest.fail("fused path taken without its op"))
+    q, k, v, mask = _case(torch.float32)
+    out, lse = attention_with_lse(q, k, v, mask, None)
+    ref_out, ref_lse = reference_attention_with_lse(q, k, v, mask, None)
+    torch.testing.assert_close(out, ref_out)

@@ -268,8 +268,10 @@ def _additive(bk, allowed: Tensor, dtype) -> Tensor:
     key = (dtype, tuple(allowed.shape))
     mask = bk.cache.get(key)
     if mask is None:
-        mask = torch.zeros(allowed.shape, dtype=dtype, device=allowed.device)
-        mask.masked_fill_(~allowed, torch.finfo(dtype).min)
+        # One pass (where) rather than zeros + negate + masked_fill: bigbird's per-head
+        # masks at 16K are 75M elements, rebuilt every call.
+        mask = torch.where(allowed, torch.zeros((), dtype=dtype, device=allowed.device),
+                           torch.full((), torch.finfo(dtype).min, dtype=dtype, device=allowed.device))
         if mask.numel() <= _CACHED_MASK_ELEMENTS:
             bk.cache[key] = mask
     return mask

@@ -18,8 +18,10 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-_FWD = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu
-_BWD = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu_backward
+# Private ATen ops (stable across torch 2.x so far; torch is pinned): when a future
+# version drops them, everything here falls back to the composite.
+_FWD = getattr(torch.ops.aten, "_scaled_dot_product_flash_attention_for_cpu", None)
+_BWD = getattr(torch.ops.aten, "_scaled_dot_product_flash_attention_for_cpu_backward", None)
 
 
 def reference_attention_with_lse(q: Tensor, k: Tensor, v: Tensor, mask: Tensor, scale: float | None,
@@ -33,7 +35,7 @@ def reference_attention_with_lse(q: Tensor, k: Tensor, v: Tensor, mask: Tensor, 
 
 def attention_with_lse(q: Tensor, k: Tensor, v: Tensor, mask: Tensor, scale: float | None,
                        dropout_p: float = 0.0) -> tuple[Tensor, Tensor]:
-    fused = (q.device.type == "cpu" and dropout_p == 0.0 and not mask.requires_grad
+    fused = (_FWD is not None and _BWD is not None and q.device.type == "cpu" and dropout_p == 0.0 and not mask.requires_grad
              and q.dtype in (torch.float32, torch.bfloat16) and q.dtype == k.dtype == v.dtype == mask.dtype
              and q.shape[-1] == k.shape[-1] == v.shape[-1] and q.dim() == 4)
     if not fused:
