@@ -56,12 +56,13 @@ def test_matches_reference_bf16_within_tolerance(name):
         assert got_err <= 2 * ref_err + 2e-2 * e.abs().max().item(), (got_err, ref_err)
 
 
+@pytest.mark.parametrize("with_bias", [True, False])
 @pytest.mark.parametrize("name", ["sliding_window", "strided_merged", "fixed_heads", "bigbird", "local_2d"])
-def test_matches_reference_with_offset_padding_and_bias(name):
+def test_matches_reference_with_offset_padding_and_bias(name, with_bias):
     # Queries 30..79 over 80 keys (a cache or XL memory), padded keys, an additive bias.
     n, m = 50, 80
     q, k, v = _inputs(2, 4, 2, n, m)
-    bias = torch.randn(1, 4, n, m, requires_grad=True)
+    bias = torch.randn(1, 4, n, m, requires_grad=True) if with_bias else None
     pad = torch.rand(2, m) > 0.3
     kw = dict(q_offset=m - n, key_padding=pad, bias=bias)
     pattern = PATTERNS[name]
