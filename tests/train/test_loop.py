@@ -190,11 +190,60 @@ def test_auto_threads_times_both_and_leaves_training_state_alone(tmp_path):
         torch.set_num_threads(2)
         t = loop.Trainer(cfg(tmp_path, model__dropout=0.1))
         rng, position = torch.get_rng_state(), t.source.state_dict()
-        rates = t._pick_threads()
+        t._pick_auto(threads=True, precision=False)
+        rates = t.thread_rates
         assert set(rates) == {1, 2} and all(r > 0 for r in rates.values())
         assert torch.get_num_threads() == max(rates, key=rates.get)
         assert torch.equal(torch.get_rng_state(), rng) and t.source.state_dict() == position
+        assert t.precision_rates is None and t.precision == "fp32"
     finally:
         torch.set_num_threads(before)
     with pytest.raises(ValueError, match="train.threads must be an integer >= 1"):
         cfg(tmp_path, train__threads="many")
+
+
+def _native_bf16(monkeypatch):
+    from tfamily.train import device
+    monkeypatch.setattr(device, "cpu_has_bf16", lambda: True)
+
+
+def test_auto_precision_on_a_bf16_cpu_times_both_and_keeps_the_faster(tmp_path, monkeypatch):
+    _native_bf16(monkeypatch)   # bf16 is emulated on some CI CPUs: the timing still decides
+    probe = loop.Trainer._probe
+    seen = []
+
+    def spy(self, settings, **kw):
+        rates = probe(self, settings, **kw)
+        seen.append(rates)
+        return rates
+    monkeypatch.setattr(loop.Trainer, "_probe", spy)
+    t = loop.Trainer(cfg(tmp_path, train__precision="auto", train__threads=1))
+    assert set(t.precision_rates) == {"fp32", "bf16"} and all(r > 0 for r in t.precision_rates.values())
+    assert t.precision == max(t.precision_rates, key=t.precision_rates.get)
+    assert list(seen[0]) == [(1, "fp32"), (1, "bf16")]
+    # The probe left the model, RNG and data alone: training equals a run pinned to that precision.
+    r = t.fit()
+    pinned = loop.train(cfg(tmp_path, train__out=str(tmp_path / "pinned"), train__precision=t.precision,
+                            train__threads=1))
+    assert r["precision"] == pinned["precision"] == t.precision
+    assert r["train_loss"] == pinned["train_loss"]
+
+
+def test_auto_precision_is_static_off_bf16_cpus_and_kept_on_resume(tmp_path, monkeypatch):
+    monkeypatch.setattr(loop.Trainer, "_probe", lambda *a, **k: pytest.fail("nothing to time"))
+    from tfamily.train import device
+    monkeypatch.setattr(device, "cpu_has_bf16", lambda: False)
+    assert loop.Trainer(cfg(tmp_path, train__precision="auto", train__threads=1)).precision == "fp32"
+    _native_bf16(monkeypatch)
+    monkeypatch.setattr(loop.Trainer, "_probe",
+                        lambda self, settings, **k: {s: 2.0 if s[1] == "bf16" else 1.0 for s in settings})
+    c = cfg(tmp_path, train__out=str(tmp_path / "b"), train__precision="auto", train__threads=1,
+            train__max_steps=2, train__ckpt_every=2)
+    first = loop.Trainer(c)
+    assert first.precision == "bf16"
+    first.fit()
+    assert checkpoint.load(tmp_path / "b").meta["precision"] == "bf16"
+    # Timing now favours fp32, but a resumed run continues in the precision it ran in.
+    monkeypatch.setattr(loop.Trainer, "_probe", lambda *a, **k: pytest.fail("a resumed run is not re-timed"))
+    resumed = loop.Trainer(loop.resume_config(tmp_path / "b", {"train.max_steps": 4}), resume=tmp_path / "b")
+    assert resumed.precision == "bf16"

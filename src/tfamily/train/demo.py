@@ -42,6 +42,10 @@ def run(args) -> int:
         print("tfamily demo: training speed by thread count: " + ", ".join(
             f"{n} thread{'s' * (n > 1)} {r:,.0f} tokens/s" for n, r in trainer.thread_rates.items())
               + f"; using {torch.get_num_threads()}", file=log, flush=True)
+    if trainer.precision_rates:
+        print("tfamily demo: training speed by precision: " + ", ".join(
+            f"{p} {r:,.0f} tokens/s" for p, r in trainer.precision_rates.items())
+              + f"; using {trainer.precision}", file=log, flush=True)
     print(f"tfamily demo: {cfg.member} (d_model {spec.d_model}, {spec.depth.n_layers} layers, "
           f"{trainer.params / 1e6:.2f}M parameters) on {src.name} ({src.vocab.name} vocabulary, "
           f"{src.vocab_size} symbols), sequences of {src.seq_len}, batch {cfg.train.batch_size}; "

@@ -46,7 +46,8 @@ def resolve_device(name: str, local_rank: int = 0) -> torch.device:
 
 
 def resolve_precision(name: str, device: torch.device) -> str:
-    """'auto' -> 'bf16' where the device computes bf16 natively, else 'fp32'."""
+    """'auto' -> 'bf16' where the device computes bf16 natively, else 'fp32'. On a CPU the
+    trainer then times fp32 against bf16 and may keep fp32 (``Trainer._pick_auto``)."""
     if name == "auto":
         if device.type == "cuda":
             return "bf16" if torch.cuda.is_bf16_supported() else "fp32"

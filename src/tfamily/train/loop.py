@@ -119,7 +119,15 @@ class Trainer:
         elif distributed.any_rank(d.main and bool(checkpoint.step_dirs(self.run_dir / "checkpoints")), d):
             raise ValueError(f"run directory {self.run_dir} already has checkpoints; continue it with "
                              f"--resume {self.run_dir} or pick another train.out")
-        self.thread_rates = self._pick_threads() if t.threads == "auto" and self.device.type == "cpu" else None
+        self.thread_rates = self.precision_rates = None
+        if self.ckpt is not None and t.precision == "auto":
+            self.precision = self.ckpt.meta.get("precision", self.precision)  # resume as it ran
+        self._pick_auto(t.threads == "auto" and self.device.type == "cpu",
+                        # bf16 on a CPU is not always faster (casts can outweigh the matmuls at
+                        # small widths), so auto times it there; on CUDA it is kept. Resumed and
+                        # multi-process runs keep the static choice (every rank must agree).
+                        t.precision == "auto" and self.device.type == "cpu" and self.precision == "bf16"
+                        and self.ckpt is None and not d.active)
         self.loss_module = LossOf(self.model)
         self.loss_fn = distributed.wrap(self.loss_module, d)
         if t.compile:
@@ -129,37 +137,49 @@ class Trainer:
         self.last_eval: dict | None = None
         self.recent: deque = deque(maxlen=50)
 
-    def _pick_threads(self, steps: int = 1, rounds: int = 2) -> dict[int, float]:
-        """``train.threads: auto``: time a few steps of a throwaway copy of the model with one
-        thread and with all of them (interleaved, so a load change hits both), keep the faster.
-        Restores the RNG and data position, so training is unaffected."""
+    def _pick_auto(self, threads: bool, precision: bool) -> None:
+        """``train.threads: auto`` (one thread or all) and ``train.precision: auto`` on a
+        bf16-native CPU (fp32 or bf16): time each combination, keep the fastest, and record
+        tokens/s per choice in ``thread_rates`` / ``precision_rates``."""
         most = torch.get_num_threads()
-        if most <= 1:
-            return {most: 0.0}
+        counts = [1, most] if threads and most > 1 else [most]
+        precisions = ["fp32", "bf16"] if precision else [self.precision]
+        if len(counts) * len(precisions) == 1:
+            self.thread_rates = {most: 0.0} if threads else None
+            return
+        rates = self._probe([(n, p) for n in counts for p in precisions])
+        n, p = max(rates, key=rates.get)
+        torch.set_num_threads(n)
+        self.precision = p
+        self.thread_rates = {m: rates[(m, p)] for m in counts} if threads else None
+        self.precision_rates = {q: rates[(n, q)] for q in precisions} if precision else None
+
+    def _probe(self, settings: list[tuple[int, str]], steps: int = 1, rounds: int = 2) -> dict:
+        """Training tokens/s for each (threads, precision): a few optimiser steps of a
+        throwaway copy of the model, the settings interleaved so a load change hits all.
+        Restores the RNG and data position, so training is unaffected."""
         rng, position = torch.get_rng_state(), self.source.state_dict()
         batch = to_device(self.source.next(), self.device)
         self.source.load_state_dict(position)
         probe = build(self.spec).to(self.device)
         opt = adamw(probe, 1e-9, 0.0)
-        seconds = {1: 0.0, most: 0.0}
+        seconds = dict.fromkeys(settings, 0.0)
         for r in range(rounds):
-            for n in seconds:
+            for n, precision in settings:
                 torch.set_num_threads(n)
-                if r == 0:
-                    probe.loss(batch)[0].backward()  # untimed: lets the thread pool settle
-                t0 = time.perf_counter()
-                for _ in range(steps):
-                    with autocast(self.device, self.precision):
-                        loss, _ = probe.loss(batch)
-                    loss.backward()
-                    opt.step()
-                    opt.zero_grad(set_to_none=True)
-                seconds[n] += time.perf_counter() - t0
+                for timed in ([False] if r == 0 else []) + [True]:  # round 0: one untimed warm-up
+                    t0 = time.perf_counter()
+                    for _ in range(steps):
+                        with autocast(self.device, precision):
+                            loss, _ = probe.loss(batch)
+                        loss.backward()
+                        opt.step()
+                        opt.zero_grad(set_to_none=True)
+                    if timed:
+                        seconds[(n, precision)] += time.perf_counter() - t0
         torch.set_rng_state(rng)
         tokens = batch["x"].numel() * steps * rounds
-        rates = {n: tokens / s for n, s in seconds.items()}
-        torch.set_num_threads(max(rates, key=rates.get))
-        return rates
+        return {key: tokens / sec for key, sec in seconds.items()}
 
     # -- checkpoints -------------------------------------------------------------------------
     def _restore(self, ck: checkpoint.Loaded) -> None:
@@ -214,7 +234,7 @@ class Trainer:
                     "vocab": self.source.vocab.to_json() if self.source.vocab is not None else None,
                     "source": {"name": self.source.name, "kind": self.source.kind, "seq_len": self.source.seq_len},
                     "scheduler": self.scheduler.state_dict(), "optimizer": opt_meta, "rng": rng_meta,
-                    "data": self.source.state_dict(), "carry": carry_meta,
+                    "data": self.source.state_dict(), "carry": carry_meta, "precision": self.precision,
                     "metrics": {"train_loss": self.train_loss, "val": self.last_eval}}
             json.dumps(meta)  # fail before writing anything if some state is not plain data
             path = checkpoint.write(self.run_dir / "checkpoints", self.step, self.model, groups, meta,
