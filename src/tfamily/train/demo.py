@@ -54,10 +54,13 @@ def run(args) -> int:
     try:
         result = trainer.fit()
     except NonFiniteLoss as e:
+        distributed.teardown(trainer.dist, sync=False)
         print(f"tfamily demo: stopped: {e}", file=sys.stderr)
         return 3
-    finally:
-        distributed.teardown(trainer.dist)
+    except BaseException:
+        distributed.teardown(trainer.dist, sync=False)
+        raise
+    distributed.teardown(trainer.dist)
     model = trainer.model.eval()
     tr = Trained(model, spec, {"source": {"seq_len": src.seq_len}}, src.vocab, trainer.last_ckpt)
     sample = sample_text(tr, "\n", args.sample_tokens, temperature=0.8, seed=cfg.train.seed) \

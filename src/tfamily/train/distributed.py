@@ -9,6 +9,7 @@ gradients, and rank 0 alone writes logs and checkpoints.
 from __future__ import annotations
 
 import datetime
+import gc
 import os
 from dataclasses import dataclass
 
@@ -48,8 +49,15 @@ def setup(device: str = "auto") -> Dist:
     return Dist(rank, world, local, dev)
 
 
-def teardown(d: Dist) -> None:
+def teardown(d: Dist, sync: bool = True) -> None:
+    """Leave the process group. After a normal finish every rank first meets at a barrier:
+    a rank destroying its group while a peer's gloo threads still talk to it was seen to
+    abort at exit ("terminate called without an active exception"). After an error
+    (``sync=False``) a peer may be gone, so nothing waits for it."""
     if d.active and dist.is_initialized():
+        if sync:
+            dist.barrier()
+        gc.collect()  # DDP wrappers dropped by the caller release their reducer first
         dist.destroy_process_group()
 
 

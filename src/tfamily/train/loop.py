@@ -400,6 +400,10 @@ def train(cfg: Config, *, data_dir=None, resume=None) -> dict:
     """Train ``cfg`` (or continue the run at ``resume``) and return the result dict."""
     trainer = Trainer(cfg, data_dir=data_dir, resume=resume)
     try:
-        return trainer.fit()
-    finally:
-        distributed.teardown(trainer.dist)
+        result = trainer.fit()
+    except BaseException:
+        distributed.teardown(trainer.dist, sync=False)
+        raise
+    trainer.loss_fn = None  # the DDP wrapper goes before its process group
+    distributed.teardown(trainer.dist)
+    return result
