@@ -15,7 +15,6 @@ from datetime import datetime
 
 import torch
 
-from . import distributed
 from .cli import _overrides
 from .config import load, parse_duration
 from .device import describe
@@ -54,13 +53,13 @@ def run(args) -> int:
     try:
         result = trainer.fit()
     except NonFiniteLoss as e:
-        distributed.teardown(trainer.dist, sync=False)
+        trainer.close(sync=False)
         print(f"tfamily demo: stopped: {e}", file=sys.stderr)
         return 3
     except BaseException:
-        distributed.teardown(trainer.dist, sync=False)
+        trainer.close(sync=False)
         raise
-    distributed.teardown(trainer.dist)
+    trainer.close()
     model = trainer.model.eval()
     tr = Trained(model, spec, {"source": {"seq_len": src.seq_len}}, src.vocab, trainer.last_ckpt)
     sample = sample_text(tr, "\n", args.sample_tokens, temperature=0.8, seed=cfg.train.seed) \

@@ -57,7 +57,7 @@ def teardown(d: Dist, sync: bool = True) -> None:
     if d.active and dist.is_initialized():
         if sync:
             dist.barrier()
-        gc.collect()  # DDP wrappers dropped by the caller release their reducer first
+        gc.collect()  # a DDP wrapper the caller dropped (Trainer.close) releases its reducer first
         dist.destroy_process_group()
 
 

@@ -137,6 +137,12 @@ class Trainer:
         self.last_eval: dict | None = None
         self.recent: deque = deque(maxlen=50)
 
+    def close(self, sync: bool = True) -> None:
+        """Leave the process group (see ``distributed.teardown``), dropping the DDP wrapper
+        first; ``sync=False`` after an error, when a peer may be gone."""
+        self.loss_fn = None
+        distributed.teardown(self.dist, sync)
+
     def _pick_auto(self, threads: bool, precision: bool) -> None:
         """``train.threads: auto`` (one thread or all) and ``train.precision: auto`` on a
         bf16-native CPU (fp32 or bf16): time each combination, keep the fastest, and record
@@ -402,8 +408,7 @@ def train(cfg: Config, *, data_dir=None, resume=None) -> dict:
     try:
         result = trainer.fit()
     except BaseException:
-        distributed.teardown(trainer.dist, sync=False)
+        trainer.close(sync=False)
         raise
-    trainer.loss_fn = None  # the DDP wrapper goes before its process group
-    distributed.teardown(trainer.dist)
+    trainer.close()
     return result

@@ -191,9 +191,8 @@ def per_head_attention(q, k, v, pattern: PerHead, heads: tuple, bias, fn, ctx: d
 def _interleaved_heads(q, k, v, pattern: PerHead, bias, fn, ctx: dict) -> Tensor:
     """The common case of ``per_head_attention``: all heads, group i = heads i, i + n, ...
     Those are strided views (head = j * n + i), so the groups are split with ``unbind``
-    (whose backward is one ``stack``) and merged with ``stack`` (whose backward is views):
-    measured at 16K on 2 CPU cores, the general gather/scatter path spent ~90 ms per call
-    zero-filling and scatter-adding head gradients that this path does not touch.
+    (whose backward is one ``stack``) and merged with ``stack`` (whose backward is views),
+    with none of the general path's zero-filled, scatter-added head gradients.
     With grouped-query heads (g query heads per kv head, n dividing g) every group
     still spans all kv heads, with g / n of its query heads on each."""
     n, (b, h, L, e), h_kv = len(pattern.patterns), q.shape, k.shape[1]
@@ -316,9 +315,9 @@ class _SharedTiles:
                                          if bk.consecutive else take(self.q, 3, bk.rows))
         qt = qt.transpose(2, 3).reshape(b * hk, R, g * B, e)
         # A band read by consecutive rows is a slice of an unfold view (no copy). Other
-        # rows gather whole key tiles: measured on local_2d at 16K, index_select over
-        # the unfold view (strided windows) and its backward (zeros of all windows,
-        # index_add, unfold_backward) cost 3.5x a tile gather.
+        # rows gather whole key tiles: an index_select over the unfold view copies strided
+        # windows and its backward zeroes every window before unfold_backward (local_2d
+        # at 16K, `tfamily bench attention`: 5.4-6.4 s with it, 5.0-5.4 s without).
         band = bk.band is not None and bk.consecutive
         if band:
             kt, vt = (self._band(t, bk) for t in (self.k, self.v))
