@@ -40,19 +40,19 @@ def _shared_data_dir() -> tuple[Path | None, bool]:
 def shared_data():
     """Return a function `need(filename) -> Path` for real offline data files.
 
-    When TFAMILY_DATA is set (CI sets it) a missing file fails the test: the
-    data is promised there. Without it, tests that need the files are skipped.
+    The suite tests on the real data (`make test` points TFAMILY_DATA at
+    ../shared/data), so a missing file fails the test, naming where it looked.
     """
     directory, from_env = _shared_data_dir()
 
     def need(filename: str) -> Path:
         if directory is None:
-            pytest.skip(f"{filename}: no data directory (set TFAMILY_DATA to the shared data directory)")
+            pytest.fail(f"{filename}: no data directory; set TFAMILY_DATA to the shared data directory "
+                        f"(or put it at {REPO.parent / 'shared' / 'data'})")
         path = directory / filename
         if not path.is_file():
-            if from_env:
-                pytest.fail(f"TFAMILY_DATA={directory} is set but {filename} is missing from it")
-            pytest.skip(f"{filename} not found in {directory}")
+            where = f"TFAMILY_DATA={directory}" if from_env else str(directory)
+            pytest.fail(f"{filename} is missing from {where}")
         return path
 
     return need

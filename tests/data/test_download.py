@@ -113,16 +113,24 @@ def test_registry_has_the_canonical_sources():
     assert DATASETS["text8"].size == 100_000_000
 
 
-def test_default_target_falls_back_to_cache_when_data_dir_unwritable(tmp_path, monkeypatch, served):
-    if os.geteuid() == 0:
-        pytest.skip("root can write to any directory, so read-only cannot be simulated")
-    ro = tmp_path / "ro"
-    ro.mkdir()
-    ro.chmod(0o555)
-    monkeypatch.setenv("TFAMILY_DATA", str(ro))
+@pytest.mark.parametrize("how", ["read_only", "cannot_create"])
+def test_default_target_falls_back_to_cache_when_data_dir_unwritable(tmp_path, monkeypatch, served, how):
+    # Root may write anywhere, so a read-only directory is simulated through os.access
+    # (what download consults); a directory under a regular file cannot be created by anyone.
+    if how == "read_only":
+        target = tmp_path / "ro"
+        target.mkdir()
+        real_access = os.access
+        monkeypatch.setattr(dl.os, "access", lambda p, mode: False if os.fspath(p) == os.fspath(target)
+                            else real_access(p, mode))
+    else:
+        (tmp_path / "a_file").write_text("x")
+        target = tmp_path / "a_file" / "data"
+    monkeypatch.setenv("TFAMILY_DATA", str(target))
     monkeypatch.setitem(DATASETS, "fake", Dataset(served, "fake.txt", None, member="fake.txt"))
     path = download("fake", progress=False)
     assert path.parent == dl.cache_dir()
+    assert not (target / "fake.txt").exists()
 
 
 def test_cli_main(tmp_path, monkeypatch, served, capsys):
