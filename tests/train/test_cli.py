@@ -54,6 +54,20 @@ def test_eval_matches_the_trainers_final_evaluation(run_dir, capsys):
     assert _last_json(capsys.readouterr().out)["val_loss"] == pytest.approx(saved["val_loss"], rel=1e-6)
 
 
+@pytest.mark.parametrize("trained_in, other", [("bf16", "fp32"), ("fp32", "bf16")])
+def test_eval_uses_the_precision_the_run_trained_in(trained_in, other, tmp_path, capsys):
+    # Whatever this CPU's auto would pick, eval reproduces the run's own numbers; asked for the
+    # other precision, it gives (slightly) different ones, so the precision really reached the model.
+    out = tmp_path / trained_in
+    assert cli.main(["train", *TINY, "model.d_model=16", "data.seq_len=16", "train.eval_tokens=256",
+                     f"train.precision={trained_in}", "--max-steps", "2", "--out", str(out), "--json"]) == 0
+    trained = _last_json(capsys.readouterr().out)
+    assert cli.main(["eval", str(out), "--max-tokens", "256", "--json"]) == 0
+    assert _last_json(capsys.readouterr().out)["val_loss"] == pytest.approx(trained["val_loss"], rel=1e-6)
+    assert cli.main(["eval", str(out), "--max-tokens", "256", "--precision", other, "--json"]) == 0
+    assert _last_json(capsys.readouterr().out)["val_loss"] != trained["val_loss"]
+
+
 def test_generate_continues_the_prompt(run_dir, capsys):
     assert cli.main(["generate", str(run_dir), "--prompt", "ROMEO:", "--tokens", "80", "--seed", "1"]) == 0
     out = capsys.readouterr().out

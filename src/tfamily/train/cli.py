@@ -70,7 +70,8 @@ def add_parser(sub) -> None:
     p.add_argument("--batch-size", type=int)
     p.add_argument("--mem-len", type=int, help="memory models: evaluate with this memory length (longer than "
                                                "in training works: Transformer-XL, section 3.2)")
-    p.add_argument("--precision", choices=PRECISIONS, default="auto")
+    p.add_argument("--precision", choices=PRECISIONS, default="auto",
+                   help="auto (default): the precision the run trained in, so the numbers match its own evaluation")
     p.add_argument("--device", default="auto")
     _common(p)
     p.set_defaults(func=_eval)

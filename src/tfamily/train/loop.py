@@ -241,6 +241,7 @@ class Trainer:
                     "source": {"name": self.source.name, "kind": self.source.kind, "seq_len": self.source.seq_len},
                     "scheduler": self.scheduler.state_dict(), "optimizer": opt_meta, "rng": rng_meta,
                     "data": self.source.state_dict(), "carry": carry_meta, "precision": self.precision,
+                    "threads": torch.get_num_threads(),
                     "metrics": {"train_loss": self.train_loss, "val": self.last_eval}}
             json.dumps(meta)  # fail before writing anything if some state is not plain data
             path = checkpoint.write(self.run_dir / "checkpoints", self.step, self.model, groups, meta,

@@ -1,6 +1,7 @@
 """Using a trained checkpoint: rebuild its model and vocabulary, evaluate, write text."""
 from __future__ import annotations
 
+import contextlib
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -44,6 +45,32 @@ def load_trained(path: str | Path, device: str = "auto") -> Trained:
     return Trained(model, spec, ck.meta, vocab, ck.path)
 
 
+def run_precision(meta: dict, requested: str, device: torch.device) -> str:
+    """The precision to evaluate a run in: ``requested`` unless it is 'auto', in which case the
+    precision the run trained and evaluated in (its checkpoint says), so `tfamily eval` reproduces
+    the trainer's own numbers on every CPU (the trainer's auto may have picked bf16 on a bf16-native
+    CPU, fp32 elsewhere)."""
+    if requested == "auto" and meta.get("precision") in ("bf16", "fp32"):
+        return meta["precision"]
+    return resolve_precision(requested, device)
+
+
+@contextlib.contextmanager
+def _run_threads(meta: dict, device: torch.device):
+    """Evaluate with the thread count the run used (a different split of a reduction can change
+    the last bits); restored afterwards."""
+    n = meta.get("threads")
+    if device.type != "cpu" or not isinstance(n, int) or n < 1 or n == torch.get_num_threads():
+        yield
+        return
+    before = torch.get_num_threads()
+    torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
 def evaluate_trained(tr: Trained, *, split: str = "val", max_tokens: int | None = None, batch_size: int | None = None,
                      precision: str = "auto", data_dir=None, mem_len: int | None = None) -> dict:
     """Evaluate a trained model on ``split`` of the data it was trained on."""
@@ -53,10 +80,11 @@ def evaluate_trained(tr: Trained, *, split: str = "val", max_tokens: int | None 
     dev = next(tr.model.parameters()).device
     source = make_source(cfg.data, cfg.train.batch_size, seed=cfg.train.seed, data_dir=data_dir, vocab=tr.vocab)
     t0 = time.perf_counter()
-    e = evaluate(tr.model, source.eval_batches(max_tokens, batch_size or cfg.train.eval_batch_size
-                                               or cfg.train.batch_size),
-                 device=dev, precision=resolve_precision(precision, dev), stream=cfg.data.stream,
-                 text=source.kind == "text", mem_len=mem_len)
+    with _run_threads(tr.meta, dev):
+        e = evaluate(tr.model, source.eval_batches(max_tokens, batch_size or cfg.train.eval_batch_size
+                                                   or cfg.train.batch_size),
+                     device=dev, precision=run_precision(tr.meta, precision, dev), stream=cfg.data.stream,
+                     text=source.kind == "text", mem_len=mem_len)
     wall = time.perf_counter() - t0
     return {"member": cfg.member, "name": cfg.run_name, "params": sum(p.numel() for p in tr.model.parameters()),
             "steps": tr.meta["step"], "tokens": tr.meta["tokens"], "wall_s": wall,
