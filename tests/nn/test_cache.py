@@ -2,6 +2,7 @@
 (cross-attention) entries; beam reordering; per-layer state."""
 from __future__ import annotations
 
+import pytest
 import torch
 
 from tfamily.nn.cache import KVCache, LayerState, new_state, reorder_state
@@ -87,3 +88,37 @@ def test_a_new_kind_of_state_needs_no_change_in_the_model():
     torch.testing.assert_close(out, model(x, offset=5))
     assert st.calls == [4] and st.offset == 9
     assert not torch.allclose(out, model(x, offset=0))
+
+
+def _gpt():
+    from tfamily import build, members
+    torch.manual_seed(0)
+    return build(members.gpt(d_model=16, heads__n_heads=2, depth__n_layers=2, position__max_len=32)).eval()
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_cache_state_reorder_matches_indexing(seed):
+    model = _gpt()
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randint(0, 256, (3, 9), generator=g)
+    index = torch.tensor([2, 0, 0])
+    st = model.new_state()
+    model(x[:, :8], state=st)
+    st.reorder(index)
+    torch.testing.assert_close(model(x[index, 8:], state=st), model(x[index])[:, 8:], atol=1e-5, rtol=1e-5)
+
+
+def test_cache_state_dict_round_trip_and_reset():
+    model = _gpt()
+    x = torch.randint(0, 256, (2, 9))
+    st = model.new_state()
+    model(x[:, :8], state=st)
+    restored = model.new_state()
+    restored.load_state_dict(st.state_dict())
+    assert restored.offset == 8
+    assert torch.equal(model(x[:, 8:], state=restored), model(x[:, 8:], state=st))
+    with pytest.raises(ValueError, match=r"cannot forget some rows \(\[1\] of 2\)"):
+        st.reset(torch.tensor([1]))
+    st.reset()
+    assert st.offset == 0
+    torch.testing.assert_close(model(x[:, :3], state=st), model(x[:, :3]), atol=1e-5, rtol=1e-5)

@@ -179,3 +179,84 @@ def test_memory_trains_on_contiguous_streams():
         losses.append(loss.item())
     assert st.offset == 8 * len(batches) and st.memory_lengths == [8, 8]
     assert all(torch.isfinite(torch.tensor(losses)))
+
+
+# -- the State protocol: reset(rows), reorder(index), state_dict / load_state_dict -------------
+
+@pytest.mark.parametrize("mem_len", [8, 16])
+@pytest.mark.parametrize("seed", [0, 1])
+def test_reset_rows_forgets_only_those_rows(mem_len, seed):
+    model = tiny(mem_len=mem_len)
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randint(0, 32, (3, 40), generator=g)
+    kept, reset = model.new_state(), model.new_state()
+    segments(model, x[:, :16], 8, kept)
+    segments(model, x[:, :16], 8, reset)
+    reset.reset(torch.tensor([1]))
+    after_kept, after_reset = segments(model, x[:, 16:], 8, kept), segments(model, x[:, 16:], 8, reset)
+    # Rows 0 and 2 never notice; row 1 continues as if its stream began at token 16.
+    assert torch.equal(after_reset[[0, 2]], after_kept[[0, 2]])
+    fresh = segments(model, x[1:2, 16:], 8, model.new_state())
+    torch.testing.assert_close(after_reset[1:2], fresh, atol=1e-5, rtol=1e-5)
+    assert not torch.allclose(after_kept[1:2], fresh, atol=1e-3)
+    # Once newer segments pushed the forgotten entries out, no mask is left.
+    assert all(s.memory_padding is None for s in reset)
+
+
+def test_reset_takes_a_mask_or_all_rows_and_checks_them():
+    model = tiny(mem_len=8)
+    st = model.new_state()
+    model(torch.randint(0, 32, (2, 8)), state=st)
+    st.reset(torch.tensor([False, False]))
+    assert all(s.memory_padding is None for s in st) and st.offset == 8
+    st.reset(torch.tensor([True, True]))
+    assert st.memory_lengths == [0, 0] and st.offset == 0
+    model(torch.randint(0, 32, (2, 8)), state=st)
+    with pytest.raises(ValueError, match=r"rows \[5\] are outside a batch of 2"):
+        st.reset(torch.tensor([5]))
+    with pytest.raises(ValueError, match=r"shape \(2,\)"):
+        st.reset(torch.tensor([True, False, True]))
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_reorder_matches_indexing_the_batch(seed):
+    model = tiny(mem_len=12)
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randint(0, 32, (4, 24), generator=g)
+    index = torch.randperm(4, generator=g)[torch.tensor([0, 1, 1, 3])]
+    st = model.new_state()
+    segments(model, x[:, :16], 8, st)
+    st.reset(torch.tensor([index[0]]))  # a masked row moves with its memory
+    st.reorder(index)
+    ref = model.new_state()
+    segments(model, x[:, :16], 8, ref)
+    ref.reset(torch.tensor([index[0]]))
+    xi = x[index]
+    out = model(xi[:, 16:], state=st)
+    ref.reorder(index)
+    torch.testing.assert_close(out, model(xi[:, 16:], state=ref), atol=0, rtol=0)
+    again = model.new_state()
+    segments(model, xi[:, :16], 8, again)
+    torch.testing.assert_close(out[1:], model(xi[1:, 16:], state=_rows(again, [1, 2, 3])), atol=1e-5, rtol=1e-5)
+
+
+def _rows(state, rows):
+    state.reorder(torch.tensor(rows))
+    return state
+
+
+@pytest.mark.parametrize("reset_row", [None, 0])
+def test_state_dict_round_trip_is_bitwise(reset_row):
+    model = tiny(mem_len=10)
+    x = torch.randint(0, 32, (2, 24))
+    st = model.new_state()
+    segments(model, x[:, :16], 8, st)
+    if reset_row is not None:
+        st.reset(torch.tensor([reset_row]))
+    saved = {k: (v.clone() if torch.is_tensor(v) else v) for k, v in st.state_dict().items()}
+    restored = model.new_state()
+    restored.load_state_dict(saved)
+    assert restored.offset == st.offset == 16
+    assert torch.equal(model(x[:, 16:], state=restored), model(x[:, 16:], state=st))
+    with pytest.raises(ValueError, match="mem_len=10"):
+        model.new_state(mem_len=4).load_state_dict(saved)

@@ -102,9 +102,7 @@ def beam_search(model: EncoderDecoder, src: Tensor, *, bos: int, eos: int, max_l
             top, idx = total.topk(beam, dim=-1)
             origin = (idx // v) + torch.arange(b, device=src.device)[:, None] * beam
             origin, token = origin.flatten(), (idx % v).flatten()
-            for s in state:
-                if s.cache is not None:
-                    s.cache.reorder(origin)
+            state.reorder(origin)  # every kind of state keeps the surviving beams' rows
             seqs = torch.cat([seqs[origin], token[:, None]], dim=1)
             scores, done = top.flatten(), done[origin] | (token == eos)
             if done.all():

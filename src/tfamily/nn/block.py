@@ -21,7 +21,7 @@ class Block(nn.Module):
                 context_padding: Tensor | None = None, state: LayerState | None = None) -> Tensor:
         """``x``: (b, n, d). ``state`` carries this layer's caches and XL memory."""
         cache = state.cache if state is not None else None
-        memory = state.memory if state is not None else None
+        memory, key_padding = state.attention_memory(key_padding, x) if state is not None else (None, key_padding)
         h = self.attn_residual.pre(x)
         if memory is not None:
             memory = self.attn_residual.pre(memory)

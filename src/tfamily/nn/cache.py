@@ -3,15 +3,19 @@
 ``KVCache`` holds a layer's keys and values for incremental decoding; it grows by
 doubling so appending a token is amortised O(1) copies. ``LayerState`` bundles
 what one layer carries: its self-attention cache, its cross-attention cache
-(encoder keys/values, computed once) and XL memory.
+(encoder keys/values, computed once) and XL memory (with which of its rows are real).
 
-A model's whole state is a ``State``: one ``LayerState`` per layer plus the two things
-the model itself asks of it, whatever the kind: ``offset`` (the absolute position of
-the next token, for position encodings) and ``advance(n)`` (called once after every
-call over ``n`` new tokens). ``carried`` says whether a trainer keeps the state from one
-training batch to the next (XL memory: yes; a decoding cache: no). ``CacheState`` is
-the KV-cache kind; ``nn/memory.SegmentMemory`` the XL kind. A new kind of state is a
-new class here, not a branch in the model.
+A model's whole state is a ``State``. The model asks it for ``offset`` (the absolute
+position of the next token, for position encodings) and calls ``advance(n)`` once after
+every call over ``n`` new tokens. Everyone else (the trainer, evaluation, beam search,
+an RL rollout) uses only the rest of the protocol, never a state's fields:
+``state_dict()`` / ``load_state_dict()`` (checkpointed and resumed bitwise),
+``reorder(index)`` (keep batch rows ``index``: beam search) and ``reset(rows)``
+(forget some batch rows: a document or an episode ended). ``carried`` says whether a
+trainer keeps the state from one training batch to the next (XL memory: yes; a
+decoding cache: no). ``CacheState`` is the KV-cache kind; ``nn/memory.SegmentMemory``
+the XL kind. A new kind of state (an LSTM's h and c) is a new class, not a branch in
+the model or the trainer.
 """
 from __future__ import annotations
 
@@ -60,18 +64,45 @@ class KVCache:
         if self._k is not None:
             self._k, self._v = self._k.index_select(0, index), self._v.index_select(0, index)
 
+    def clear(self) -> None:
+        self._k = self._v = None
+        self.length = 0
+
 
 @dataclass
 class LayerState:
     cache: KVCache | None = None
     cross_cache: KVCache | None = None
     memory: Tensor | None = None  # XL: detached layer inputs of the previous segment, (b, mem_len, d)
+    # (b, mem_len) bool, True on memory entries a row may attend to; None = all (no row was reset)
+    memory_padding: Tensor | None = None
     inputs: Tensor | None = None  # this call's layer input, recorded for the next memory
+
+    def attention_memory(self, key_padding: Tensor | None, x: Tensor) -> tuple[Tensor | None, Tensor | None]:
+        """The memory this layer's self-attention prepends to its keys, and the key padding
+        over ``[memory; x]`` (``key_padding`` covers ``x`` (b, n, d) only): rows that were
+        reset must not see the memory of the stream they left."""
+        if self.memory is None or (self.memory_padding is None and key_padding is None):
+            return self.memory, key_padding
+        b, n = x.shape[:2]
+        mem = self.memory_padding if self.memory_padding is not None else \
+            torch.ones(b, self.memory.shape[1], dtype=torch.bool, device=x.device)
+        own = key_padding if key_padding is not None else torch.ones(b, n, dtype=torch.bool, device=x.device)
+        return self.memory, torch.cat([mem, own], dim=1)
+
+    def reorder(self, index: Tensor) -> None:
+        for c in (self.cache, self.cross_cache):
+            if c is not None:
+                c.reorder(index)
+        if self.memory is not None:
+            self.memory = self.memory.index_select(0, index)
+        if self.memory_padding is not None:
+            self.memory_padding = self.memory_padding.index_select(0, index)
 
 
 @runtime_checkable
 class State(Protocol):
-    """What models and trainers use of a state (besides indexing its layers)."""
+    """What models, trainers, evaluation and decoders use of a state."""
 
     carried: bool
 
@@ -79,6 +110,37 @@ class State(Protocol):
     def offset(self) -> int: ...
 
     def advance(self, n: int) -> None: ...
+
+    def state_dict(self) -> dict:
+        """Tensors and plain values (int, float, bool, None) by name; ``load_state_dict`` of
+        it restores the state bitwise (the trainer checkpoints a carried state with it)."""
+
+    def load_state_dict(self, state: dict) -> None: ...
+
+    def reorder(self, index: Tensor) -> None:
+        """Keep batch rows ``index`` (b',) in that order (beam search: the surviving beams)."""
+
+    def reset(self, rows: Tensor | None = None) -> None:
+        """Forget batch rows ``rows`` (a long index or a (b,) bool mask); None = all rows."""
+
+
+def row_mask(rows: Tensor | None, b: int, device: torch.device | None = None) -> Tensor | None:
+    """``rows`` as a (b,) bool mask on ``device``; None stays None (all rows)."""
+    if rows is None:
+        return None
+    rows = torch.as_tensor(rows, device=device)
+    if rows.dtype == torch.bool:
+        if tuple(rows.shape) != (b,):
+            raise ValueError(f"a boolean rows mask must have shape ({b},), got {tuple(rows.shape)}")
+        return rows
+    if rows.dim() > 1 or rows.is_floating_point():
+        raise TypeError(f"rows must be a 1-D integer index or a (b,) bool mask, got {rows.dtype} "
+                        f"of shape {tuple(rows.shape)}")
+    if rows.numel() and (int(rows.min()) < -b or int(rows.max()) >= b):
+        raise ValueError(f"rows {rows.tolist()} are outside a batch of {b} rows")
+    mask = torch.zeros(b, dtype=torch.bool, device=device)
+    mask[rows.long()] = True
+    return mask
 
 
 class CacheState(list):
@@ -94,6 +156,41 @@ class CacheState(list):
     def advance(self, n: int) -> None:
         """Nothing to do: attention appended this call's keys and values already."""
 
+    def state_dict(self) -> dict:
+        out: dict = {}
+        for i, s in enumerate(self):
+            for kind, c in (("cache", s.cache), ("cross", s.cross_cache)):
+                if c is not None and c.kv is not None:
+                    out[f"{kind}.{i}.k"], out[f"{kind}.{i}.v"] = (t.clone() for t in c.kv)
+        return out
+
+    def load_state_dict(self, state: dict) -> None:
+        for i, s in enumerate(self):
+            for kind, c in (("cache", s.cache), ("cross", s.cross_cache)):
+                if c is None:
+                    continue
+                c.clear()
+                if f"{kind}.{i}.k" in state:
+                    k, v = state[f"{kind}.{i}.k"], state[f"{kind}.{i}.v"]
+                    c.append(k, v) if kind == "cache" else c.set(k, v)
+
+    def reorder(self, index: Tensor) -> None:
+        for s in self:
+            s.reorder(index)
+
+    def reset(self, rows: Tensor | None = None) -> None:
+        """All rows only: the layers' caches share one length, so a single row cannot
+        restart; decode rows that restart as a batch of their own."""
+        b = next((s.cache.kv[0].shape[0] for s in self if s.cache is not None and s.cache.kv is not None), None)
+        mask = row_mask(rows, b) if rows is not None and b is not None else None
+        if mask is not None and not bool(mask.all()):
+            raise ValueError(f"a KV cache cannot forget some rows ({mask.nonzero().flatten().tolist()} of {b}): "
+                             f"its rows share one length; reset all rows (rows=None) or decode them apart")
+        for s in self:
+            for c in (s.cache, s.cross_cache):
+                if c is not None:
+                    c.clear()
+
 
 def new_state(n_layers: int, *, cache: bool = True, cross: bool = False) -> CacheState:
     return CacheState(LayerState(cache=KVCache() if cache else None, cross_cache=KVCache() if cross else None)
@@ -101,9 +198,6 @@ def new_state(n_layers: int, *, cache: bool = True, cross: bool = False) -> Cach
 
 
 def reorder_state(state: list[LayerState], index: Tensor) -> None:
+    """Keep rows ``index`` of every layer (a list of ``LayerState`` without a State around it)."""
     for s in state:
-        for c in (s.cache, s.cross_cache):
-            if c is not None:
-                c.reorder(index)
-        if s.memory is not None:
-            s.memory = s.memory.index_select(0, index)
+        s.reorder(index)

@@ -18,7 +18,7 @@ from collections.abc import Callable, Sequence
 import torch
 from torch import Tensor
 
-from .cache import LayerState
+from .cache import LayerState, row_mask
 
 
 def next_memory(memory: Tensor | None, inputs: Tensor | None, mem_len: int) -> Tensor | None:
@@ -31,6 +31,15 @@ def next_memory(memory: Tensor | None, inputs: Tensor | None, mem_len: int) -> T
         return None
     full = inputs if memory is None else torch.cat([memory.to(inputs.dtype), inputs], dim=1)
     return full[:, -mem_len:].detach()
+
+
+def next_padding(padding: Tensor | None, n: int, mem_len: int) -> Tensor | None:
+    """Which entries of the next memory are real, following ``next_memory``: this segment's
+    ``n`` inputs are; older entries keep their flag. None when every entry is real."""
+    if padding is None or mem_len == 0:
+        return None
+    full = torch.cat([padding, padding.new_ones(padding.shape[0], n)], dim=1)[:, -mem_len:]
+    return None if bool(full.all()) else full
 
 
 class SegmentMemory(list):
@@ -64,15 +73,54 @@ class SegmentMemory(list):
         for i, s in enumerate(self):
             if s.inputs is not None and s.inputs.shape[1] != n:
                 raise ValueError(f"layer {i} recorded {s.inputs.shape[1]} inputs for a segment of {n} tokens")
+            s.memory_padding = next_padding(s.memory_padding, n, self.layer_mem_len(i)) \
+                if s.inputs is not None else s.memory_padding
             s.memory = next_memory(s.memory, s.inputs, self.layer_mem_len(i))
             s.inputs = None  # drop the reference to this segment's graph
         self.offset += n
 
-    def reset(self) -> None:
-        """Forget everything (a new document, or a new epoch of the stream)."""
+    def reset(self, rows: Tensor | None = None) -> None:
+        """Forget rows ``rows`` (None: all, e.g. a new epoch of the stream). A forgotten row's
+        memory entries are masked out of attention (``LayerState.attention_memory``) until
+        newer segments push them out, so that row continues as if its stream began now;
+        the other rows keep theirs. ``offset`` is shared by the rows and kept (relative
+        positions do not use it)."""
+        b = next((s.memory.shape[0] for s in self if s.memory is not None), None)
+        mask = row_mask(rows, b) if rows is not None and b is not None else None
+        if rows is None or (mask is not None and bool(mask.all())):
+            for s in self:
+                s.memory = s.inputs = s.memory_padding = None
+            self.offset = 0
+            return
+        if mask is None or not bool(mask.any()):
+            return
         for s in self:
-            s.memory = s.inputs = None
-        self.offset = 0
+            if s.memory is not None:
+                keep = s.memory_padding if s.memory_padding is not None else \
+                    torch.ones(s.memory.shape[:2], dtype=torch.bool, device=s.memory.device)
+                s.memory_padding = keep & ~mask.to(keep.device)[:, None]
+
+    def reorder(self, index: Tensor) -> None:
+        for s in self:
+            s.reorder(index)
+
+    def state_dict(self) -> dict:
+        out: dict = {"offset": self.offset, "mem_len": self.mem_len}
+        for i, s in enumerate(self):
+            if s.memory is not None:
+                out[f"memory.{i}"] = s.memory
+            if s.memory_padding is not None:
+                out[f"memory_padding.{i}"] = s.memory_padding
+        return out
+
+    def load_state_dict(self, state: dict) -> None:
+        if state.get("mem_len", self.mem_len) != self.mem_len:
+            raise ValueError(f"saved memory has mem_len={state['mem_len']}, this state {self.mem_len}; "
+                             f"build the state with new_state(mem_len={state['mem_len']})")
+        for i, s in enumerate(self):
+            s.memory, s.memory_padding = state.get(f"memory.{i}"), state.get(f"memory_padding.{i}")
+            s.inputs = None
+        self.offset = int(state["offset"])
 
     @property
     def memory_lengths(self) -> list[int]:

@@ -39,7 +39,7 @@ def attention_branch(block: nn.Module, x2: Tensor, key_padding: Tensor | None = 
                      state: LayerState | None = None) -> Tensor:
     """F(x2): the block's self-attention with its residual's norm and dropout."""
     cache = state.cache if state is not None else None
-    memory = state.memory if state is not None else None
+    memory, key_padding = state.attention_memory(key_padding, x2) if state is not None else (None, key_padding)
     if memory is not None:
         memory = block.attn_residual.pre(memory)
     return _branch(block.attn_residual, block.attn, x2, key_padding=key_padding, cache=cache, memory=memory)
