@@ -8,6 +8,7 @@ from torch import Tensor, nn
 from ..nn.cache import State, new_state
 from ..nn.depth import Stack
 from ..nn.embedding import TokenEmbedding
+from .hooks import aux_losses, run_after_step, with_aux_losses
 
 
 class EncoderDecoder(nn.Module):
@@ -45,7 +46,16 @@ class EncoderDecoder(nn.Module):
                            tgt_padding=tgt_padding)
 
     def loss(self, batch: dict) -> tuple[Tensor, dict]:
-        return self.objective(self, batch)
+        """The objective's loss; in training mode plus every part's ``aux_loss()`` in the
+        encoder or decoder (an adaptive span, an ACT ponder cost), reported as ``aux/<name>``."""
+        return with_aux_losses(self, *self.objective(self, batch))
+
+    def aux_losses(self) -> dict[str, Tensor]:
+        return aux_losses(self)
+
+    def after_step(self) -> None:
+        """Call once after every optimiser step: runs each part's ``after_step()``."""
+        run_after_step(self)
 
     def new_state(self) -> State:
         return new_state(len(self.decoder), cross=True)

@@ -12,6 +12,7 @@ from torch import Tensor, nn
 from ..nn.cache import State, new_state
 from ..nn.depth import Stack
 from ..nn.embedding import TokenEmbedding
+from .hooks import aux_losses, run_after_step, with_aux_losses
 
 
 class LanguageModel(nn.Module):
@@ -39,25 +40,15 @@ class LanguageModel(nn.Module):
 
     def loss(self, batch: dict) -> tuple[Tensor, dict]:
         """The objective's loss; in training mode plus every part's ``aux_loss()``
-        (e.g. the adaptive-span L1 penalty), reported in the metrics by name."""
-        loss, metrics = self.objective(self, batch)
-        if self.training:
-            for name, aux in self.aux_losses().items():
-                loss = loss + aux
-                metrics[f"aux/{name}"] = float(aux.detach())
-        return loss, metrics
+        (e.g. the adaptive-span L1 penalty), reported in the metrics as ``aux/<name>``."""
+        return with_aux_losses(self, *self.objective(self, batch))
 
     def aux_losses(self) -> dict[str, Tensor]:
-        """Auxiliary losses exposed by parts (``aux_loss()``), by module name."""
-        return {name: mod.aux_loss() for name, mod in self.named_modules()
-                if mod is not self and callable(getattr(mod, "aux_loss", None))}
+        return aux_losses(self)
 
     def after_step(self) -> None:
-        """Call once after every optimiser step: runs each part's ``after_step()``
-        (e.g. clamping adaptive spans to [0, S])."""
-        for mod in self.modules():
-            if mod is not self and callable(getattr(mod, "after_step", None)):
-                mod.after_step()
+        """Call once after every optimiser step (e.g. clamps adaptive spans to [0, S])."""
+        run_after_step(self)
 
     def new_state(self, **kw) -> State:
         """A fresh state: KV caches, or XL memory (``mem_len=`` overrides the spec's)."""

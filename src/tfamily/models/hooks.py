@@ -1,0 +1,49 @@
+"""Training hooks a part declares, collected the same way for every kind of model.
+
+A part that adds to the loss (the adaptive-span L1 penalty, Sukhbaatar et al. 2019,
+section 3; an ACT ponder cost, Graves 2016, eq. 14) implements ``AuxLoss``; a part that
+must act after each optimiser step (clamping spans to [0, S]) implements ``AfterStep``.
+Decoder, encoder and encoder-decoder all call ``with_aux_losses`` in ``loss`` and
+``run_after_step`` in ``after_step``, so a part behaves the same whichever model holds it.
+"""
+from __future__ import annotations
+
+from typing import Protocol, runtime_checkable
+
+from torch import Tensor, nn
+
+
+@runtime_checkable
+class AuxLoss(Protocol):
+    def aux_loss(self) -> Tensor:
+        """A scalar added to the training loss (already weighted by the part)."""
+
+
+@runtime_checkable
+class AfterStep(Protocol):
+    def after_step(self) -> None:
+        """Called once after every optimiser step (e.g. project parameters back into range)."""
+
+
+def aux_losses(model: nn.Module) -> dict[str, Tensor]:
+    """Every part's auxiliary loss, keyed by its module name (the model itself excluded)."""
+    return {name: mod.aux_loss() for name, mod in model.named_modules()
+            if mod is not model and isinstance(mod, AuxLoss)}
+
+
+def with_aux_losses(model: nn.Module, loss: Tensor, metrics: dict) -> tuple[Tensor, dict]:
+    """In training mode add every part's auxiliary loss to ``loss`` and report each as
+    ``aux/<module name>``; in eval mode the objective's loss is returned alone, so
+    validation numbers stay comparable across members."""
+    if model.training:
+        for name, aux in aux_losses(model).items():
+            loss = loss + aux
+            metrics[f"aux/{name}"] = float(aux.detach())
+    return loss, metrics
+
+
+def run_after_step(model: nn.Module) -> None:
+    """Run every part's ``after_step()`` (the model itself excluded)."""
+    for mod in model.modules():
+        if mod is not model and isinstance(mod, AfterStep):
+            mod.after_step()
