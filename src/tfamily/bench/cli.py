@@ -22,6 +22,7 @@ REPROS = {
     "reformer-duplication": "tfamily.bench.reformer_duplication",
     "sparse-text": "tfamily.bench.sparse_text",
     "mnist-local2d": "tfamily.bench.mnist_pixels",
+    "act-parity": "tfamily.bench.act_parity",
 }
 PATTERNS_MODULE = "tfamily.bench.pattern_pictures"
 

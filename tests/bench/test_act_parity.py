@@ -1,0 +1,56 @@
+"""`tfamily repro act-parity` at a toy size: the parity data is what section 3.1 says, and the
+command trains every setting and writes its tables and plot."""
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from tfamily.bench import act_parity
+from tfamily.bench.cli import REPROS
+from tfamily.cli import main
+
+
+def test_parity_data_follows_the_paper():
+    x, y, k = act_parity.parity_batch(500, 64, torch.Generator().manual_seed(0))
+    assert x.shape == (500, 64) and set(x.unique().tolist()) <= {-1.0, 0.0, 1.0}
+    assert torch.equal((x != 0).sum(dim=1), k) and k.min() >= 1 and k.max() <= 64
+    assert k.unique().numel() > 40  # k is spread over 1..64
+    for row, target in zip(x, y):
+        assert target.item() == int((row == 1).sum()) % 2
+    assert 0.35 < float(y.mean()) < 0.65
+
+
+def test_command_runs_and_writes_its_files(tmp_path, capsys):
+    out = tmp_path / "parity"
+    rc = main(["repro", "act-parity", "--taus", "0.01", "0.001", "--steps", "4", "--dim", "8", "--hidden", "8",
+               "--batch", "8", "--max-ponder", "5", "--eval-sequences", "32", "--eval-every", "2",
+               "--out", str(out), "--json"])
+    assert rc == 0 and REPROS["act-parity"] == "tfamily.bench.act_parity"
+    rows = json.loads(capsys.readouterr().out)
+    assert [r["setting"] for r in rows] == ["no_act", "tau=0.01", "tau=0.001"]
+    assert all(r["steps"] == 4 and 0.0 <= r["sequence_error"] <= 1.0 for r in rows)
+    assert rows[0]["mean_ponder"] == 1.0  # without ACT every sequence gets one step
+    assert all(1.0 <= r["mean_ponder"] <= 5.0 for r in rows[1:])
+    for stem in ("table", "ponder", "curves"):
+        assert (out / f"{stem}.json").exists() and (out / f"{stem}.csv").exists()
+    ponder = json.loads((out / "ponder.json").read_text())
+    assert len(ponder) == 3 * 8 and {r["nonzero"] for r in ponder} == set(range(1, 9))
+    curves = json.loads((out / "curves.json").read_text())
+    assert [c["step"] for c in curves if c["setting"] == "no_act"] == [2, 4]
+    assert (out / "act_parity.png").stat().st_size > 1000
+
+
+def test_time_budget_stops_training(tmp_path, capsys):
+    rc = main(["repro", "act-parity", "--taus", "0.01", "--steps", "100000", "--time", "0.5", "--dim", "8",
+               "--hidden", "8", "--batch", "8", "--max-ponder", "3", "--eval-sequences", "16",
+               "--out", str(tmp_path), "--json"])
+    rows = json.loads(capsys.readouterr().out)
+    assert rc == 0 and all(0 < r["steps"] < 100000 for r in rows)
+
+
+@pytest.mark.parametrize("argv,match", [(["--steps", "0"], "--steps"), (["--taus", "-1"], "--taus")])
+def test_bad_arguments_are_refused(tmp_path, capsys, argv, match):
+    assert main(["repro", "act-parity", *argv, "--out", str(tmp_path)]) == 2
+    assert match in capsys.readouterr().err
