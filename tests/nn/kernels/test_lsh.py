@@ -1,9 +1,8 @@
-"""LSH attention (Kitaev et al. 2020, section 2): equals dense shared-QK attention with the
-self rule when one chunk holds everything; the memory-efficient autograd function equals
-the plain autograd version; causal masking holds whatever the hashing; never L x L."""
+"""LSH attention (Kitaev et al. 2020, section 2): both fast paths equal the paper's dense
+definition (own bucket only, chunk window, each key once across rounds, the self rule) in
+outputs and gradients; the reference itself equals a hand-sorted loop; causal LSH is causal
+as a function of the input; never L x L."""
 from __future__ import annotations
-
-import math
 
 import pytest
 import torch
@@ -13,7 +12,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from tfamily.build import build
 from tfamily.members import reformer
 from tfamily.nn.kernels import KERNELS, ReferenceKernel
-from tfamily.nn.kernels.lsh import LSHKernel, dense_shared_qk, lsh_buckets
+from tfamily.nn.kernels.lsh import LSHKernel, dense_shared_qk, lsh_buckets, lsh_reference, lsh_windows
 from tfamily.nn.patterns import Causal, Full, SlidingWindow
 from tfamily.spec import Spec
 
@@ -45,27 +44,93 @@ def _close(a, b):
 
 @pytest.mark.parametrize("pattern", [Causal(), Full(), SlidingWindow(window=9)], ids=lambda p: p.name)
 @pytest.mark.parametrize("memory_efficient", [True, False])
+@pytest.mark.parametrize("same_bucket_only", [True, False], ids=["paper", "peers"])
 @pytest.mark.parametrize("n_hashes", [1, 3])
-def test_one_chunk_equals_dense_shared_qk(pattern, memory_efficient, n_hashes):
-    # chunk_len >= L: every query sees every position in every round, so hashing is moot.
-    q, v, pad = _inputs()
-    kernel = LSHKernel(n_hashes=n_hashes, n_buckets=4, chunk_len=64, memory_efficient=memory_efficient)
-    got = _run(lambda q, k, v: kernel(q, k, v, pattern=pattern, key_padding=pad)[0], q, v)
-    want = _run(lambda q, k, v: dense_shared_qk(q, k, v, pattern=pattern, key_padding=pad), q, v)
-    _close(got, want)
+def test_fast_paths_equal_the_papers_dense_definition(pattern, memory_efficient, same_bucket_only, n_hashes):
+    # Small chunks, several buckets, padding, lengths on and off a chunk multiple, fresh
+    # inputs and rotations per seed: the same rotations (same seed) through kernel and reference.
+    for seed, n in ((0, 37), (1, 40), (2, 23)):
+        torch.manual_seed(seed)
+        q, v, pad = _inputs(n=n)
+        kernel = LSHKernel(n_hashes=n_hashes, bucket_size=4, chunk_len=5, memory_efficient=memory_efficient,
+                           same_bucket_only=same_bucket_only)
+        got = _run(lambda q, k, v: kernel(q, k, v, pattern=pattern, key_padding=pad)[0], q, v, seed=seed + 10)
+        want = _run(lambda q, k, v: lsh_reference(
+            q, k, v, pattern=pattern, n_buckets=kernel.buckets_for(n), n_hashes=n_hashes, chunk_len=5,
+            same_bucket_only=same_bucket_only, key_padding=pad), q, v, seed=seed + 10)
+        _close(got, want)
 
 
-def test_additive_bias_is_added_at_the_original_positions():
+def _loop_windows(buckets, c, causal, same_bucket_only):
+    """The window rule by hand: sort one round's positions by (bucket, position), cut chunks."""
+    n = len(buckets)
+    order = sorted(range(n), key=lambda i: (buckets[i], i))
+    slot = {p: s for s, p in enumerate(order)}
+    rank = {p: sum(1 for j in range(p) if buckets[j] == buckets[p]) for p in range(n)}
+    out = torch.zeros(n, n, dtype=torch.bool)
+    for i in range(n):
+        for j in range(n):
+            near = slot[j] // c in (slot[i] // c, slot[i] // c - 1)
+            if not same_bucket_only:
+                out[i, j] = near
+            elif buckets[i] == buckets[j]:
+                out[i, j] = 0 <= rank[i] - rank[j] <= c if causal else near
+    return out
+
+
+@pytest.mark.parametrize("causal", [True, False])
+@pytest.mark.parametrize("same_bucket_only", [True, False])
+def test_reference_windows_equal_a_hand_sorted_loop(causal, same_bucket_only):
+    torch.manual_seed(0)
+    buckets = torch.randint(0, 4, (1, 2, 2, 19))
+    got = lsh_windows(buckets, 3, causal=causal, same_bucket_only=same_bucket_only)
+    for h in range(2):
+        for r in range(2):
+            want = _loop_windows(buckets[0, h, r].tolist(), 3, causal, same_bucket_only)
+            assert torch.equal(got[0, h, r], want)
+
+
+def test_a_query_attends_only_its_own_bucket_and_each_key_once():
+    # Paper mode: the union of the rounds' same-bucket windows, with weights of one softmax
+    # over distinct keys. One chunk holds the sequence, so the windows are the buckets.
+    q, v, _ = _inputs(b=1, h=1, n=12, pad=False)
+    k = F.normalize(q, dim=-1)
+    kernel = LSHKernel(n_hashes=3, n_buckets=4, chunk_len=12)
+    torch.manual_seed(4)
+    got = kernel(q, k, v, pattern=Full())[0]
+    torch.manual_seed(4)
+    buckets = lsh_buckets(k, 4, 3)[0, 0]
+    share = (buckets[:, :, None] == buckets[:, None, :]).any(0) & ~torch.eye(12, dtype=torch.bool)
+    s = (q[0, 0] @ k[0, 0].T / 8 ** 0.5).masked_fill(~share, -torch.inf)
+    want = torch.where(share.any(-1, keepdim=True), torch.softmax(s, -1).nan_to_num() @ v[0, 0], v[0, 0])
+    torch.testing.assert_close(got[0, 0], want)
+
+
+@pytest.mark.parametrize("same_bucket_only", [True, False])
+def test_additive_bias_is_added_at_the_original_positions(same_bucket_only):
     q, v, pad = _inputs()
     bias = torch.randn(1, 3, 37, 37, dtype=DT, requires_grad=True)
-    kernel = LSHKernel(n_hashes=2, n_buckets=4, chunk_len=40)
+    kernel = LSHKernel(n_hashes=2, bucket_size=4, chunk_len=6, same_bucket_only=same_bucket_only)
 
     def grads(fn):
+        torch.manual_seed(3)
         out = fn(q, F.normalize(q, dim=-1), v)
         return (out, *torch.autograd.grad((out * torch.cos(out.detach())).sum(), (q, v, bias)))
 
     got = grads(lambda q, k, v: kernel(q, k, v, pattern=Causal(), key_padding=pad, bias=bias)[0])
-    want = grads(lambda q, k, v: dense_shared_qk(q, k, v, pattern=Causal(), key_padding=pad, bias=bias))
+    want = grads(lambda q, k, v: lsh_reference(q, k, v, pattern=Causal(), n_buckets=kernel.buckets_for(37),
+                                               n_hashes=2, chunk_len=6, same_bucket_only=same_bucket_only,
+                                               key_padding=pad, bias=bias))
+    _close(got, want)
+
+
+@pytest.mark.parametrize("n_hashes", [1, 3])
+def test_peers_mode_in_one_chunk_equals_dense_shared_qk(n_hashes):
+    # One chunk and every bucket: every query sees every position in every round, once.
+    q, v, pad = _inputs()
+    kernel = LSHKernel(n_hashes=n_hashes, n_buckets=4, chunk_len=64, same_bucket_only=False)
+    got = _run(lambda q, k, v: kernel(q, k, v, pattern=Causal(), key_padding=pad)[0], q, v)
+    want = _run(lambda q, k, v: dense_shared_qk(q, k, v, pattern=Causal(), key_padding=pad), q, v)
     _close(got, want)
 
 
@@ -87,25 +152,12 @@ def test_dense_shared_qk_is_attention_without_self_unless_alone():
     torch.testing.assert_close(causal[:, :, 0], v[:, :, 0])
 
 
-@pytest.mark.parametrize("pattern", [Causal(), Full()], ids=lambda p: p.name)
-@pytest.mark.parametrize("n", [37, 64])
-def test_memory_efficient_path_equals_plain_autograd(pattern, n):
-    # Many buckets, small chunks, several rounds, padding, a length that is not a multiple of
-    # the chunk: the same hashing (same seed) through both paths.
-    q, v, pad = _inputs(n=n)
-    fast = LSHKernel(n_hashes=3, bucket_size=4, chunk_len=5)
-    plain = LSHKernel(n_hashes=3, bucket_size=4, chunk_len=5, memory_efficient=False)
-    got = _run(lambda q, k, v: fast(q, k, v, pattern=pattern, key_padding=pad)[0], q, v, seed=7)
-    want = _run(lambda q, k, v: plain(q, k, v, pattern=pattern, key_padding=pad)[0], q, v, seed=7)
-    _close(got, want)
-
-
 def test_memory_efficient_gradients_with_dropout():
     # Dropout masks are regenerated from a seed in the backward pass: gradcheck proves the
     # replayed masks are the forward's.
     q = torch.randn(1, 1, 9, 3, dtype=DT, requires_grad=True)
     v = torch.randn(1, 1, 9, 3, dtype=DT, requires_grad=True)
-    kernel = LSHKernel(n_hashes=2, bucket_size=2, chunk_len=3)
+    kernel = LSHKernel(n_hashes=2, n_buckets=2, chunk_len=3)
 
     def f(q, v):
         torch.manual_seed(3)
@@ -117,7 +169,29 @@ def test_memory_efficient_gradients_with_dropout():
 
 
 @pytest.mark.parametrize("memory_efficient", [True, False])
-@pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize("n_hashes", [1, 2, 4])
+def test_causal_lsh_is_causal_as_a_function_of_the_input(memory_efficient, n_hashes):
+    # Random edits of every position after i, fresh each seed: outputs at <= i do not move.
+    # Lengths on and off a multiple of the chunk; few buckets so buckets hold several chunks.
+    kernel = LSHKernel(n_hashes=n_hashes, bucket_size=3, chunk_len=3, memory_efficient=memory_efficient)
+    for seed in range(12):
+        gen = torch.Generator().manual_seed(seed)
+        n = int(torch.randint(5, 40, (), generator=gen))
+        q, v = torch.randn(2, 2, n, 6, generator=gen, dtype=DT), torch.randn(2, 2, n, 6, generator=gen, dtype=DT)
+        i = int(torch.randint(0, n - 1, (), generator=gen))
+        q2, v2 = q.clone(), v.clone()
+        q2[:, :, i + 1:] = torch.randn(2, 2, n - i - 1, 6, generator=gen, dtype=DT)
+        v2[:, :, i + 1:] = torch.randn(2, 2, n - i - 1, 6, generator=gen, dtype=DT)
+        outs = []
+        for qq, vv in ((q, v), (q2, v2)):
+            torch.manual_seed(100 + seed)
+            outs.append(kernel(qq, F.normalize(qq, dim=-1), vv, pattern=Causal())[0])
+        torch.testing.assert_close(outs[0][:, :, : i + 1], outs[1][:, :, : i + 1], atol=1e-12, rtol=0)
+        assert not torch.allclose(outs[0][:, :, i + 1:], outs[1][:, :, i + 1:])
+
+
+@pytest.mark.parametrize("memory_efficient", [True, False])
+@pytest.mark.parametrize("seed", range(3))
 def test_causal_lsh_never_sees_a_later_position(memory_efficient, seed):
     # d out_i / d (q_j, v_j) = 0 for every j > i, whatever buckets the rotations produce.
     torch.manual_seed(seed)
@@ -135,57 +209,15 @@ def test_causal_lsh_never_sees_a_later_position(memory_efficient, seed):
     for jac in (jq, jv):
         per_pos = jac.abs().sum(dim=(0, 1, 3, 4, 5, 7))  # [i, j]
         assert per_pos[later].max() == 0 and per_pos[~later].max() > 0
-    # and changing later values leaves earlier outputs bit-identical
-    v2 = v.clone()
-    v2[:, :, 11:] += 1.0
-    torch.testing.assert_close(f(q, v)[:, :, :11], f(q, v2)[:, :, :11], atol=0, rtol=0)
 
 
 def test_padded_keys_are_never_attended():
     q, v, pad = _inputs()
-    kernel = LSHKernel(n_hashes=2, bucket_size=4, chunk_len=4)
+    kernel = LSHKernel(n_hashes=2, bucket_size=4, chunk_len=4, same_bucket_only=False)
     torch.manual_seed(1)
     out = kernel(q, F.normalize(q, dim=-1), v, pattern=Full(), key_padding=pad)[0]
     (gv,) = torch.autograd.grad(out[1][:, pad[1]].sum(), (v,))
     assert gv[1][:, ~pad[1]].abs().max() == 0
-
-
-def _bucket_match_reference(q, k, v, pattern, q_offset, n_buckets, n_hashes, seed):
-    """Loop version of decoding: per round, keys sharing the query's bucket, self only when
-    no other key is allowed in any round; rounds merged by log-sum-exp."""
-    torch.manual_seed(seed)
-    buckets = lsh_buckets(torch.cat([q, k], dim=2), n_buckets, n_hashes)
-    n, m = q.shape[2], k.shape[2]
-    out = torch.zeros_like(q)
-    for b in range(q.shape[0]):
-        for h in range(q.shape[1]):
-            for i in range(n):
-                scores, values = [], []
-                for r in range(n_hashes):
-                    for j in range(m):
-                        ok = bool(pattern.mask_mod(torch.tensor(b), torch.tensor(h), torch.tensor(q_offset + i),
-                                                   torch.tensor(j)))
-                        if ok and j != q_offset + i and buckets[b, h, r, i] == buckets[b, h, r, n + j]:
-                            scores.append(q[b, h, i] @ k[b, h, j] / math.sqrt(q.shape[-1]))
-                            values.append(v[b, h, j])
-                if scores:
-                    w = torch.softmax(torch.stack(scores), 0)
-                    out[b, h, i] = (w[:, None] * torch.stack(values)).sum(0)
-                else:
-                    out[b, h, i] = v[b, h, q_offset + i]
-    return out
-
-
-def test_decoding_with_a_cache_attends_within_buckets():
-    torch.manual_seed(0)
-    q_all = torch.randn(1, 2, 15, 4, dtype=DT)
-    k, v = F.normalize(q_all, dim=-1), torch.randn(1, 2, 15, 4, dtype=DT)
-    q = q_all[:, :, -3:]  # the last three positions decode against all 15 keys
-    kernel = LSHKernel(n_hashes=2, n_buckets=4)
-    torch.manual_seed(5)
-    got = kernel(q, k, v, pattern=Causal(), q_offset=12)[0]
-    want = _bucket_match_reference(q, k, v, Causal(), 12, 4, 2, seed=5)
-    torch.testing.assert_close(got, want)
 
 
 class _LargestTensor(TorchDispatchMode):
@@ -210,7 +242,7 @@ def test_never_materialises_an_l_by_l_tensor(memory_efficient):
     with _LargestTensor() as mode:
         out = kernel(q, F.normalize(q, dim=-1), v, pattern=Causal())[0]
         out.sum().backward()
-    # scores of all rounds at once (plain path): 2 rounds x n x 2c; L x L would be 4.2M
+    # scores of one round's chunks: n x 2c (x 2 rounds for the stacked window slots); L x L is 4.2M
     assert mode.largest <= 2 * n * 2 * c < n * n // 8
 
 
@@ -225,15 +257,19 @@ def test_invalid_settings_name_the_value(kwargs, match):
         LSHKernel(**kwargs)
 
 
-def test_non_integer_settings_are_type_errors():
+def test_non_integer_or_non_bool_settings_are_type_errors():
     with pytest.raises(TypeError, match="2.5"):
         LSHKernel(n_hashes=2.5)
+    with pytest.raises(TypeError, match="same_bucket_only.*'yes'"):
+        LSHKernel(same_bucket_only="yes")
 
 
-def test_weights_are_refused():
+def test_weights_and_queries_beyond_the_keys_are_refused():
     q = torch.randn(1, 1, 8, 4)
     with pytest.raises(ValueError, match="reference"):
         LSHKernel()(q, q, q, pattern=Causal(), need_weights=True)
+    with pytest.raises(ValueError, match="6..7 need keys.*got 4"):
+        LSHKernel()(q[:, :, :2], q[:, :, :4], q[:, :, :4], pattern=Causal(), q_offset=6)
 
 
 def test_spec_refuses_lsh_without_shared_qk_and_bad_params():
@@ -244,6 +280,8 @@ def test_spec_refuses_lsh_without_shared_qk_and_bad_params():
         base.replace(kernel={"name": "lsh", "params": {"n_buckets": 3}}, heads__shared_qk=True)
     with pytest.raises(ValueError, match="unknown kernel.params.*'rounds'"):
         base.replace(kernel={"name": "lsh", "params": {"rounds": 2}}, heads__shared_qk=True)
+    ok = base.replace(kernel={"name": "lsh", "params": {"same_bucket_only": False}}, heads__shared_qk=True)
+    assert ok.kernel.params["same_bucket_only"] is False
     with pytest.raises(ValueError, match="lsh.*encoder_decoder"):
         Spec(member="t", model="encoder_decoder", objective={"name": "seq2seq"}, heads={"shared_qk": True},
              kernel={"name": "lsh"})
