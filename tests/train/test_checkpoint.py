@@ -30,7 +30,7 @@ def test_write_read_and_load_weights_with_tied_embeddings(tmp_path):
     meta = checkpoint.read_meta(path)
     assert meta["step"] == 7 and meta["note"] == 7 and set(meta["files"]) == {"model.safetensors", "extra.safetensors"}
     fresh = _model()
-    loaded = checkpoint.load(tmp_path)
+    loaded = checkpoint.load(tmp_path, require=())
     loaded.load_weights(fresh)
     for (name, a), b in zip(m.state_dict().items(), fresh.state_dict().values()):
         assert torch.equal(a, b), name
@@ -91,7 +91,7 @@ def test_weights_of_another_shape_are_refused(tmp_path):
     other = build(members.gpt(d_model=32, vocab_size=20, heads=dict(n_heads=2), depth=dict(n_layers=2),
                               position=dict(max_len=16)))
     with pytest.raises(checkpoint.CheckpointError, match="does not fit"):
-        checkpoint.load(tmp_path).load_weights(other)
+        checkpoint.load(tmp_path, require=()).load_weights(other)
 
 
 def test_rng_states_round_trip(tmp_path):
@@ -122,6 +122,6 @@ def test_loading_never_unpickles(tmp_path, monkeypatch):
     import pickle
     monkeypatch.setattr(pickle, "load", refuse)
     monkeypatch.setattr(pickle, "loads", refuse)
-    loaded = checkpoint.load(tmp_path)
+    loaded = checkpoint.load(tmp_path, require=())
     loaded.load_weights(_model())
     loaded.group("extra")

@@ -102,7 +102,8 @@ class RandomWindows:
         self.rank, self.world_size = _check_shard(rank, world_size)
         self.dtype = dtype
         if len(self.data) < self.seq_len + 1:
-            raise ValueError(f"data has {len(self.data)} tokens; a window needs seq_len + 1 = {self.seq_len + 1}")
+            raise ValueError(f"data has {len(self.data)} tokens; a window needs seq_len + 1 = {self.seq_len + 1}; "
+                             f"lower data.seq_len or use a longer text")
         # (n - seq_len, seq_len + 1) view: row s is the window starting at s.
         self._windows = self.data.unfold(0, self.seq_len + 1, 1)
         self.step = 0
@@ -239,7 +240,8 @@ class EvalBatches:
         self.dtype = dtype
         n_windows = (len(self.data) - 1) // self.seq_len
         if n_windows < 1:
-            raise ValueError(f"data has {len(self.data)} tokens; evaluation needs seq_len + 1 = {self.seq_len + 1}")
+            raise ValueError(f"data has {len(self.data)} tokens; evaluation needs seq_len + 1 = {self.seq_len + 1}; "
+                             f"lower data.seq_len or use a longer text")
         if max_tokens is not None:
             max_tokens = _check_int("max_tokens", max_tokens, self.seq_len)
             n_windows = min(n_windows, max_tokens // self.seq_len)

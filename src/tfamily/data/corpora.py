@@ -23,6 +23,7 @@ import gzip
 import json
 import os
 import urllib.error
+import zlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
@@ -168,9 +169,13 @@ def _read_bytes(path: Path, gz: bool) -> np.ndarray:
     """The file's (decompressed) bytes as a writable (n,) uint8 array."""
     if gz:
         buf = bytearray()
-        with gzip.open(path, "rb") as f:
-            while chunk := f.read(1 << 24):
-                buf += chunk
+        try:
+            with gzip.open(path, "rb") as f:
+                while chunk := f.read(1 << 24):
+                    buf += chunk
+        except (gzip.BadGzipFile, EOFError, zlib.error) as e:
+            raise ValueError(f"{path} is not a readable gzip file ({e}): it is corrupt or truncated; "
+                             f"replace it (for a named corpus: delete it and run `tfamily download`)") from e
         return np.frombuffer(buf, dtype=np.uint8)
     if path.stat().st_size == 0:
         return np.zeros(0, dtype=np.uint8)
@@ -180,6 +185,8 @@ def _read_bytes(path: Path, gz: bool) -> np.ndarray:
 
 def _read_tokens(path: Path, gz: bool, vocab) -> tuple[torch.Tensor, ByteVocab | CharVocab]:
     raw = _read_bytes(path, gz)
+    if len(raw) == 0:
+        raise ValueError(f"corpus file {path} is empty; pass a UTF-8 text file with some text in it")
     if vocab == "byte" or isinstance(vocab, ByteVocab):
         return torch.from_numpy(raw), ByteVocab() if vocab == "byte" else vocab
     try:

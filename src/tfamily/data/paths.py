@@ -69,7 +69,12 @@ def search_dirs(data_dir: str | os.PathLike | None = None) -> list[Path]:
     """The directories searched for data, highest precedence first, without duplicates."""
     dirs = []
     if data_dir is not None:
-        dirs.append(_as_path(data_dir, "data_dir"))
+        explicit = _as_path(data_dir, "data_dir")
+        if explicit.exists() and not explicit.is_dir():
+            # Searching on past it would quietly read $TFAMILY_DATA instead of what was asked for.
+            raise NotADirectoryError(f"data_dir {explicit} is a file, not a directory; pass the directory "
+                                     f"that holds the data (--data-dir DIR)")
+        dirs.append(explicit)
     env = os.environ.get(ENV_VAR)
     if env:
         dirs.append(_as_path(env, f"${ENV_VAR}"))

@@ -11,6 +11,23 @@ from torch import Tensor
 from .encdec import EncoderDecoder
 
 
+def _check_count(name: str, value, lo: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{name} must be an integer, got {value!r} ({type(value).__name__}); e.g. {name}=100")
+    if value < lo:
+        raise ValueError(f"{name} must be >= {lo}, got {value}")
+
+
+def _check_ids(model: EncoderDecoder, **ids) -> None:
+    """``bos``/``eos`` are ids the model can emit: an id outside the vocabulary would index
+    past the log-probabilities (or never match, so no beam ever finishes)."""
+    vocab = model.embed.vocab_size
+    for name, value in ids.items():
+        if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < vocab:
+            raise ValueError(f"{name}={value!r} is outside the vocabulary [0, {vocab - 1}]; pass the id of the "
+                             f"{name} token")
+
+
 def _check_sampling(temperature: float, top_k: int | None, top_p: float | None) -> None:
     if not temperature > 0:
         raise ValueError(f"temperature must be > 0, got {temperature}; use greedy=True for argmax")
@@ -48,8 +65,7 @@ def generate(model, prompt: Tensor, max_new_tokens: int, *, greedy: bool = False
     _check_sampling(temperature, top_k, top_p)
     if prompt.dim() != 2 or prompt.shape[1] < 1:
         raise ValueError(f"prompt must have shape (batch, n >= 1), got {tuple(prompt.shape)}")
-    if max_new_tokens < 0:
-        raise ValueError(f"max_new_tokens must be >= 0, got {max_new_tokens}")
+    _check_count("max_new_tokens", max_new_tokens, 0)
     was_training = model.training
     model.eval()
     try:
@@ -74,10 +90,9 @@ def beam_search(model: EncoderDecoder, src: Tensor, *, bos: int, eos: int, max_l
     """Best hypothesis per source row, (b, <= max_len + 1) starting with ``bos``; finished
     rows are padded with ``eos``. Scores are log-probabilities divided by
     ``len ** length_penalty`` (0 = raw sum). ``beam=1`` is greedy decoding."""
-    if beam < 1:
-        raise ValueError(f"beam must be >= 1, got {beam}")
-    if max_len < 1:
-        raise ValueError(f"max_len must be >= 1, got {max_len}")
+    _check_count("beam", beam, 1)
+    _check_count("max_len", max_len, 1)
+    _check_ids(model, bos=bos, eos=eos)
     was_training = model.training
     model.eval()
     try:
@@ -119,6 +134,8 @@ def beam_search(model: EncoderDecoder, src: Tensor, *, bos: int, eos: int, max_l
 def greedy_decode(model: EncoderDecoder, src: Tensor, *, bos: int, eos: int, max_len: int,
                   src_padding: Tensor | None = None) -> Tensor:
     """Argmax decoding with a KV cache; finished rows are padded with ``eos``."""
+    _check_count("max_len", max_len, 1)
+    _check_ids(model, bos=bos, eos=eos)
     was_training = model.training
     model.eval()
     try:

@@ -11,8 +11,45 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 
+_INT_DTYPES = (torch.int64, torch.int32, torch.int16, torch.uint8)
+
+
+def check_targets(logits: Tensor, target, loss_mask=None) -> None:
+    """Targets are integer ids shaped like the outputs' positions and inside the vocabulary;
+    a loss mask has their shape and finite 0..1 weights. Off the CPU the range checks run on
+    the device (no host sync per step)."""
+    if not isinstance(target, Tensor) or target.dtype not in _INT_DTYPES:
+        raise TypeError(f"targets must be an integer tensor of token ids, got "
+                        f"{getattr(target, 'dtype', type(target).__name__)}; convert with .long()")
+    if target.shape != logits.shape[:-1]:
+        raise ValueError(f"targets have shape {tuple(target.shape)} but the outputs have "
+                         f"{tuple(logits.shape[:-1])} positions; pass one target id per input position")
+    vocab, cpu = logits.shape[-1], target.device.type == "cpu"
+    if target.numel() and cpu:
+        lo, hi = int(target.min()), int(target.max())
+        if lo < 0 or hi >= vocab:
+            raise ValueError(f"target id {lo if lo < 0 else hi} is outside the vocabulary [0, {vocab - 1}]; "
+                             f"fix the targets or raise vocab_size")
+    elif target.numel():
+        torch._assert_async(((target >= 0) & (target < vocab)).all(),
+                            f"a target id is outside the vocabulary [0, {vocab - 1}]")
+    if loss_mask is None:
+        return
+    if not isinstance(loss_mask, Tensor) or loss_mask.shape != target.shape:
+        raise ValueError(f"loss_mask must be a tensor of the targets' shape {tuple(target.shape)}, got "
+                         f"{tuple(loss_mask.shape) if isinstance(loss_mask, Tensor) else type(loss_mask).__name__}")
+    if loss_mask.is_floating_point():
+        ok = torch.isfinite(loss_mask).all() & (loss_mask >= 0).all()
+        if cpu and not ok:
+            raise ValueError("loss_mask holds NaN, inf or negative weights; use a bool mask or weights >= 0 "
+                             "(e.g. torch.nan_to_num(mask, 0.0))")
+        if not cpu:
+            torch._assert_async(ok, "loss_mask holds NaN, inf or negative weights")
+
+
 def token_loss(logits: Tensor, target: Tensor, loss_mask: Tensor | None = None) -> tuple[Tensor, dict]:
     """Mean cross-entropy over kept positions, plus token accuracy and count."""
+    check_targets(logits, target, loss_mask)
     nll = F.cross_entropy(logits.float().flatten(0, -2), target.flatten(), reduction="none")
     correct = (logits.argmax(-1) == target).flatten().float()
     if loss_mask is None:
@@ -24,6 +61,9 @@ def token_loss(logits: Tensor, target: Tensor, loss_mask: Tensor | None = None) 
 
 
 def _need(batch: dict, *keys: str) -> None:
+    if not isinstance(batch, dict):
+        raise TypeError(f"model.loss takes a dict batch such as {{{', '.join(repr(k) + ': ...' for k in keys)}}}, "
+                        f"got a {type(batch).__name__}")
     missing = [k for k in keys if k not in batch]
     if missing:
         raise ValueError(f"batch lacks {missing}; it has {sorted(batch)}")

@@ -31,6 +31,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from safetensors import SafetensorError
 from safetensors.torch import load_file, load_model, save_file, save_model
 from torch import Tensor, nn
 
@@ -134,8 +135,47 @@ def write(root: Path, step: int, model: nn.Module, groups: dict[str, dict[str, T
     return final
 
 
-def read_meta(path: Path, verify: bool = True) -> dict:
-    """``meta.json`` of checkpoint ``path``, after checking every file it lists."""
+# What a training run's checkpoint holds besides format/step/files (``Trainer.save``);
+# ``load`` refuses a meta.json without them instead of failing later with a KeyError.
+RUN_KEYS = ("spec", "config", "source", "vocab", "metrics", "tokens", "elapsed", "world_size", "scheduler",
+            "optimizer", "rng", "data")
+_FILE_NAME = re.compile(r"^[A-Za-z0-9_-][A-Za-z0-9._-]*\.safetensors$")
+
+
+def _check_files(path: Path, files) -> None:
+    """Every listed file is a plain ``*.safetensors`` name inside ``path`` (a meta.json naming
+    '../x' or '/etc/passwd' would make the reader hash or load a file outside the checkpoint)."""
+    if not isinstance(files, dict) or "model.safetensors" not in files:
+        raise CheckpointError(f"{path / META} has no valid 'files' table (with model.safetensors); "
+                              f"the checkpoint is corrupt")
+    for fname, info in files.items():
+        if not isinstance(fname, str) or not _FILE_NAME.fullmatch(fname):
+            raise CheckpointError(f"{path / META} lists file {fname!r}, which is not a plain *.safetensors "
+                                  f"name inside the checkpoint directory; refusing to read it")
+        if not (isinstance(info, dict) and isinstance(info.get("bytes"), int)
+                and isinstance(info.get("sha256"), str)):
+            raise CheckpointError(f"{path / META}: entry {fname!r} lacks its size or SHA-256; the checkpoint "
+                                  f"is corrupt")
+
+
+def _check_header(f: Path) -> None:
+    """The safetensors header (8-byte little-endian length, then JSON) parses: a corrupt
+    header is found here, where ``resolve`` can still fall back to an older checkpoint."""
+    try:
+        with open(f, "rb") as fh:
+            n = int.from_bytes(fh.read(8), "little")
+            if not 2 <= n <= min(f.stat().st_size - 8, 100 << 20):
+                raise ValueError(f"header length {n}")
+            header = json.loads(fh.read(n))
+        if not isinstance(header, dict):
+            raise ValueError("header is not a JSON object")
+    except (ValueError, UnicodeDecodeError) as e:
+        raise CheckpointError(f"{f} has a corrupt safetensors header ({e}); the checkpoint is corrupt") from e
+
+
+def read_meta(path: Path, verify: bool = True, require: tuple = ()) -> dict:
+    """``meta.json`` of checkpoint ``path``, after checking every file it lists and that it
+    has the keys in ``require``."""
     path = Path(path)
     try:
         meta = json.loads((path / META).read_text(encoding="utf-8"))
@@ -146,29 +186,40 @@ def read_meta(path: Path, verify: bool = True) -> dict:
     if not isinstance(meta, dict) or meta.get("format") != FORMAT:
         raise CheckpointError(f"{path} has checkpoint format {meta.get('format') if isinstance(meta, dict) else '?'}"
                               f"; this tfamily reads format {FORMAT}")
+    missing = [k for k in ("step", *require) if k not in meta]
+    if missing:
+        raise CheckpointError(f"{path / META} lacks {missing}; the checkpoint is corrupt or was not written "
+                              f"by `tfamily train`")
+    if isinstance(meta["step"], bool) or not isinstance(meta["step"], int) or meta["step"] < 0:
+        raise CheckpointError(f"{path / META} has step {meta['step']!r}; the checkpoint is corrupt")
+    _check_files(path, meta.get("files"))
     for fname, info in meta["files"].items():
         f = path / fname
         if not f.is_file() or f.stat().st_size != info["bytes"]:
             raise CheckpointError(f"{f} is missing or truncated; the checkpoint is incomplete")
         if verify and _sha256(f) != info["sha256"]:
             raise CheckpointError(f"{f} does not match its recorded SHA-256; the checkpoint is corrupt")
+        _check_header(f)
     return meta
 
 
-def resolve(path: str | Path) -> Path:
+def resolve(path: str | Path, require: tuple = ()) -> Path:
     """The checkpoint to load from ``path``: a checkpoint directory itself, or the newest
-    valid one under a run directory (``<run>/checkpoints``) or a checkpoints directory."""
+    valid one under a run directory (``<run>/checkpoints``) or a checkpoints directory
+    (an invalid newer one is skipped, saying so on stderr)."""
     path = Path(path).expanduser()
     if not path.exists():
         raise FileNotFoundError(f"checkpoint or run directory {path} does not exist")
+    if not path.is_dir():
+        raise CheckpointError(f"{path} is a file; pass a run directory or a checkpoint directory")
     if (path / META).is_file():
-        read_meta(path)
+        read_meta(path, require=require)
         return path
     errors = []
     for root in (path / "checkpoints", path):
         for _, d in step_dirs(root):
             try:
-                read_meta(d)
+                read_meta(d, require=require)
                 return d
             except CheckpointError as e:
                 errors.append(str(e))
@@ -185,19 +236,33 @@ class Loaded:
 
     def group(self, name: str) -> dict[str, Tensor]:
         f = self.path / f"{name}.safetensors"
-        return load_file(str(f)) if f.is_file() else {}
+        if not f.is_file():
+            return {}
+        try:
+            return load_file(str(f))
+        except SafetensorError as e:
+            raise CheckpointError(f"{f} cannot be read ({e}); the checkpoint is corrupt") from e
 
     def load_weights(self, model: nn.Module, device: torch.device | str = "cpu") -> None:
-        missing, unexpected = load_model(model, str(self.path / "model.safetensors"), strict=False,
-                                         device=str(device))
+        f = self.path / "model.safetensors"
+        try:
+            missing, unexpected = load_model(model, str(f), strict=False, device=str(device))
+        except SafetensorError as e:
+            raise CheckpointError(f"{f} cannot be read ({e}); the checkpoint is corrupt") from e
+        except RuntimeError as e:  # load_state_dict: a tensor of another shape
+            detail = " ".join(str(e).split())[:300]
+            raise CheckpointError(f"{self.path} does not fit this model ({detail}); its weights do not match "
+                                  f"the spec in its {META}") from e
         if missing or unexpected:
             raise CheckpointError(f"{self.path} does not fit this model: missing {sorted(missing)[:5]}, "
                                   f"unexpected {sorted(unexpected)[:5]}")
 
 
-def load(path: str | Path) -> Loaded:
-    ckpt = resolve(path)
-    return Loaded(ckpt, read_meta(ckpt, verify=False))
+def load(path: str | Path, require: tuple = RUN_KEYS) -> Loaded:
+    """The checkpoint at ``path`` (see ``resolve``); ``require``: the meta keys it must have
+    (a training run's by default)."""
+    ckpt = resolve(path, require)
+    return Loaded(ckpt, read_meta(ckpt, verify=False, require=require))
 
 
 # -- RNG state ---------------------------------------------------------------------------------

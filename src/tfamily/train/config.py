@@ -17,6 +17,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import json
+import math
 import re
 from dataclasses import dataclass, field, fields
 from pathlib import Path
@@ -27,6 +28,7 @@ import yaml
 SECTIONS = ("name", "member", "model", "data", "train")
 PRECISIONS = ("auto", "bf16", "fp32")
 DEVICES = ("auto", "cpu", "cuda")
+MAX_SEED = 2**63 - 1
 # The repository's configs/ (an editable install or a checkout); ./configs is searched first.
 REPO_CONFIGS = Path(__file__).resolve().parents[3] / "configs"
 
@@ -130,11 +132,16 @@ def _int(name: str, v, lo: int, none: bool = False) -> None:
         raise ValueError(f"{name} must be an integer >= {lo}{' or null' if none else ''}, got {v!r}")
 
 
-def _num(name: str, v, lo: float = 0.0, none: bool = False) -> None:
+def _num(name: str, v, lo: float = 0.0, none: bool = False, above: bool = False) -> None:
+    """A finite number >= lo (> lo with ``above``); inf and nan are refused (an inf lr or
+    clip norm trains nothing useful and would only show up as a non-finite loss later)."""
     if v is None and none:
         return
-    if isinstance(v, bool) or not isinstance(v, (int, float)) or not v >= lo:
-        raise ValueError(f"{name} must be a number >= {lo}{' or null' if none else ''}, got {v!r}")
+    ok = not isinstance(v, bool) and isinstance(v, (int, float)) and math.isfinite(v) and (
+        v > lo if above else v >= lo)
+    if not ok:
+        raise ValueError(f"{name} must be a finite number {'>' if above else '>='} {lo}"
+                         f"{' or null' if none else ''}, got {v!r}")
 
 
 def validate(cfg: Config) -> None:
@@ -150,10 +157,16 @@ def validate(cfg: Config) -> None:
         _int("train.threads", t.threads, 1, none=True)
     _int("train.warmup", t.warmup, 0)
     _int("train.seed", t.seed, 0)
-    _num("train.lr", t.lr)
+    if t.seed > MAX_SEED:  # torch.manual_seed takes a 64-bit seed
+        raise ValueError(f"train.seed={t.seed} is too large; use a seed in [0, {MAX_SEED}]")
+    _num("train.lr", t.lr, above=True)
     _num("train.weight_decay", t.weight_decay)
     _num("train.eps", t.eps)
-    _num("train.grad_clip", t.grad_clip, none=True)
+    if t.grad_clip is not None and not isinstance(t.grad_clip, bool) and t.grad_clip == 0:
+        raise ValueError("train.grad_clip=0 would clip every gradient to zero; to turn clipping off "
+                         "use train.grad_clip=null, else a max norm > 0 such as 1.0")
+    _num("train.grad_clip", t.grad_clip, none=True, above=True)
+    check_run_name(cfg.name)
     if not (isinstance(t.min_lr_ratio, (int, float)) and 0.0 <= t.min_lr_ratio <= 1.0):
         raise ValueError(f"train.min_lr_ratio must be in [0, 1], got {t.min_lr_ratio!r}")
     if len(t.betas) != 2 or not all(isinstance(b, (int, float)) and 0.0 <= b < 1.0 for b in t.betas):
@@ -198,9 +211,46 @@ def parse_duration(value, what: str = "time budget") -> float | None:
         if not m:
             raise ValueError(f"{what}={value!r} is not a duration; use e.g. 300, 90s, 5m or 1.5h")
         seconds = float(m.group(1)) * _UNITS[m.group(2)]
-    if seconds <= 0:
-        raise ValueError(f"{what} must be positive, got {value!r}")
+    if not math.isfinite(seconds) or seconds <= 0:
+        raise ValueError(f"{what} must be a positive, finite duration, got {value!r}; use e.g. 300, 90s, 5m "
+                         f"or 1.5h, or leave it unset and stop with max_steps")
     return seconds
+
+
+_RUN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+
+
+def check_run_name(name) -> None:
+    """A run name becomes the directory ``runs/train/<name>``: one plain path component, so
+    no name ('../x', 'a/b', '/tmp') writes outside the runs directory. ``train.out`` is the
+    way to put a run elsewhere."""
+    if name is None:
+        return
+    if not isinstance(name, str) or not _RUN_NAME.fullmatch(name):
+        raise ValueError(f"name={name!r} is not a plain run name; use letters, digits, '.', '_' and '-' "
+                         f"(no '/', no leading '.'), or set train.out=DIR to choose the run directory")
+
+
+def check_resume(meta: dict, overrides: dict[str, Any]) -> None:
+    """Refuse overrides a resumed run cannot honour. ``meta``: the checkpoint's meta.json;
+    ``overrides``: dotted keys (``{"train.max_steps": 4000}``)."""
+    saved, step = meta["config"]["train"], meta["step"]
+    if overrides.get("train.out") is not None:
+        raise ValueError(f"--resume continues in the run's own directory; drop --out/train.out="
+                         f"{overrides['train.out']!r} (to branch a run, copy its directory and resume the copy)")
+    if "train.seed" in overrides and overrides["train.seed"] != saved.get("seed"):
+        raise ValueError(f"--resume continues with the run's seed {saved.get('seed')}, not "
+                         f"{overrides['train.seed']!r}; drop --seed/train.seed (a new seed needs a new run)")
+    max_steps = overrides.get("train.max_steps", saved.get("max_steps"))
+    budget = overrides.get("train.time_budget", saved.get("time_budget"))
+    if isinstance(max_steps, int) and not isinstance(max_steps, bool) and max_steps <= step:
+        given = "--max-steps" if "train.max_steps" in overrides else "its train.max_steps"
+        raise ValueError(f"the checkpoint is at step {step} and {given} is {max_steps}: nothing to train; "
+                         f"pass --max-steps N with N > {step} to train longer (or `tfamily eval` to score it)")
+    seconds = parse_duration(budget, "train.time_budget") if budget is not None else None
+    if seconds is not None and meta.get("elapsed", 0.0) >= seconds:
+        raise ValueError(f"the run has used {meta['elapsed']:.0f} s of its time budget {budget!r}: nothing to "
+                         f"train; pass --time-budget longer than {meta['elapsed']:.0f}s to train longer")
 
 
 # -- files and overrides -------------------------------------------------------------------
@@ -280,7 +330,8 @@ def apply_overrides(d: dict, overrides: dict[str, Any]) -> dict:
         node = d
         for p in parts[:-1]:
             if not isinstance(node.get(p, {}), dict):
-                raise ValueError(f"override {key!r}: {p!r} is not a mapping")
+                raise ValueError(f"override {key!r}: {p!r} is {node[p]!r}, not a mapping; make {p!r} a mapping "
+                                 f"of settings in the config, or drop the override")
             node = node.setdefault(p, {})
         node[parts[-1]] = value
     return d
