@@ -1,0 +1,108 @@
+"""One writer per run directory.
+
+Two runs writing one ``--out`` interleave ``train.csv`` rows, overwrite ``config.yaml`` and
+race on checkpoint renames. The writer holds ``<run>/.lock``: an ``flock`` on it (released by
+the kernel when the process dies, however it dies) plus the holder's pid, host and start
+time as JSON, so a refused second writer is told who holds the directory. A lock file left
+by a dead process is not held, so the next run takes it over. Where the file system has no
+``flock`` (some network mounts), the recorded pid decides: alive on this host means held.
+"""
+from __future__ import annotations
+
+import errno
+import fcntl
+import json
+import os
+import socket
+import time
+from pathlib import Path
+
+LOCK = ".lock"
+
+
+class RunDirLocked(ValueError):
+    """Another live process is writing this run directory."""
+
+
+def _holder(path: Path) -> dict:
+    try:
+        info = json.loads(path.read_text(encoding="utf-8") or "{}")
+        return info if isinstance(info, dict) else {}
+    except (OSError, ValueError):
+        return {}
+
+
+def _alive(pid) -> bool:
+    if not isinstance(pid, int) or pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # exists, owned by someone else
+        return True
+    return True
+
+
+def _describe(info: dict) -> str:
+    when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(info["started"])) if isinstance(
+        info.get("started"), (int, float)) else "an unknown time"
+    return f"pid {info.get('pid', '?')} on {info.get('host', '?')} (started {when})"
+
+
+class RunLock:
+    """Held from construction until ``release()`` (or process exit)."""
+
+    _fd: int | None = None
+
+    def __init__(self, run_dir: str | Path):
+        self.path = Path(run_dir) / LOCK
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._fd: int | None = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            self._take()
+        except BaseException:
+            os.close(self._fd)
+            self._fd = None
+            raise
+        me = {"pid": os.getpid(), "host": socket.gethostname(), "started": time.time()}
+        os.ftruncate(self._fd, 0)
+        os.pwrite(self._fd, json.dumps(me).encode(), 0)
+
+    def _take(self) -> None:
+        try:
+            fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return
+        except BlockingIOError:
+            self._refuse(_holder(self.path))
+        except OSError as e:
+            if e.errno not in (errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOSYS):
+                raise
+        info = _holder(self.path)  # no flock here: trust a live pid on this host
+        if info.get("host") == socket.gethostname() and info.get("pid") != os.getpid() and _alive(info.get("pid")):
+            self._refuse(info)
+
+    def _refuse(self, info: dict) -> None:
+        raise RunDirLocked(f"run directory {self.path.parent} is in use by {_describe(info)}; wait for that run "
+                           f"to finish (or stop it), or pick another --out")
+
+    def release(self) -> None:
+        if self._fd is None:
+            return
+        fd, self._fd = self._fd, None
+        try:
+            os.ftruncate(fd, 0)
+            fcntl.flock(fd, fcntl.LOCK_UN)
+        except OSError:
+            pass
+        finally:
+            os.close(fd)
+
+    def __enter__(self) -> RunLock:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.release()
+
+    def __del__(self) -> None:
+        self.release()
