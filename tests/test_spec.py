@@ -7,7 +7,8 @@ import json
 import pytest
 
 from tfamily import Spec, members
-from tfamily.spec import CHOICES, HeadsSpec, PatternSpec
+from tfamily.registry import RESIDUALS
+from tfamily.spec import HeadsSpec, PatternSpec
 
 
 @pytest.mark.parametrize("name", sorted(members.REGISTRY))
@@ -19,8 +20,8 @@ def test_round_trip_through_json(name):
 
 
 def test_round_trip_keeps_per_layer_patterns_and_params():
-    spec = members.gpt(pattern=dict(per_layer=[{"name": "full"}, {"name": "causal"}]),
-                       objective__params={"foo": 1})
+    spec = members.bert(pattern=dict(per_layer=[{"name": "full"}, {"name": "causal"}]),
+                        objective__params={"mask_prob": 0.2})
     back = Spec.from_dict(json.loads(json.dumps(spec.to_dict())))
     assert back == spec
     assert back.pattern.per_layer == (PatternSpec("full"), PatternSpec("causal"))
@@ -109,4 +110,4 @@ def test_choices_cover_every_axis():
     spec = members.vanilla()
     assert set(spec.choices()) == {"pattern", "kernel", "position", "heads", "residual", "depth", "state",
                                    "feed_forward", "objective"}
-    assert spec.choices()["residual"] in CHOICES["residual"]
+    assert spec.choices()["residual"] in RESIDUALS

@@ -1,60 +1,69 @@
 """The only place where specs become modules: every string and flag in a spec is
-resolved here into a part, and members differ only in which parts they get."""
+resolved here into a part, and members differ only in which parts they get.
+
+Parts are constructed through their axis registry (``tfamily/registry.py``), which
+supplies each constructor the sizes it ``needs``; the depth, state, objective and model
+axes, whose constructors assemble several parts, register here.
+"""
 from __future__ import annotations
 
 from collections.abc import Callable
 
 from torch import nn
 
-from .nn.adaptive_span import SOFT_PATTERNS, SoftPatternKernel
+from . import checks  # noqa: F401  (registers the spec checks that need parts)
+from .models import EncoderDecoder, LanguageModel, MLMHead
+from .nn.adaptive_span import SoftPatternKernel
 from .nn.attention import Attention
 from .nn.block import Block
 from .nn.depth import Stack
 from .nn.embedding import LMHead, TokenEmbedding
-from .nn.feedforward import MLP, Chunked
+from .nn.feedforward import Chunked
 from .nn.memory import SegmentMemory
-from .nn.kernels import KERNELS
-from .nn.patterns import PATTERNS, Full, Pattern
+from .nn.patterns import Full, Pattern, SoftPattern
 from .nn.patterns import resolve as resolve_pattern
-from .nn.position import ATTENTION_POSITIONS, INPUT_POSITIONS, NoPosition
-from .nn.projection import QKVProjection, SharedQKProjection
+from .nn.position import NoPosition
 from .nn.reversible import ReversibleStack
-from .nn.residual import RESIDUALS
-from .models import EncoderDecoder, LanguageModel, MLMHead
-from .objectives import OBJECTIVES
+from .objectives import CausalLM, MaskedLM, Seq2Seq
+from .registry import (DEPTHS, FEEDFORWARDS, HEADS, KERNELS, MODELS, OBJECTIVES, PATTERNS, POSITIONS,
+                       RESIDUALS, STATES)
 from .spec import Spec
 
 
 def pattern(spec: Spec, layer: int) -> Pattern:
     p = spec.pattern.for_layer(layer)
-    if p.name in SOFT_PATTERNS:  # learned per-head patterns (adaptive span) need the head shape
-        return SOFT_PATTERNS[p.name](spec.heads.n_heads, spec.d_head, **p.params)
+    entry = PATTERNS.entry(p.name)
+    if entry.needs:  # learned per-head patterns (adaptive span) need the head shape
+        return PATTERNS.make(p.name, p.params, n_heads=spec.heads.n_heads, d_head=spec.d_head)
     # resolve() passes the layer to patterns seeded per layer (BigBird's random blocks)
     # and resolves the sub-specs of union / intersect / per_head.
     return resolve_pattern(p, layer=layer)
 
 
 def attention(spec: Spec, layer: int, *, pattern_: Pattern | None = None, cross: bool = False) -> Attention:
-    proj_cls = SharedQKProjection if spec.heads.shared_qk else QKVProjection
-    proj = proj_cls(spec.d_model, spec.heads.n_heads, spec.heads.kv_heads, spec.d_head)
-    kernel = KERNELS[spec.kernel.name](**spec.kernel.params)
+    proj = HEADS.make("shared_qk" if spec.heads.shared_qk else "qkv", d_model=spec.d_model,
+                      n_heads=spec.heads.n_heads, n_kv_heads=spec.heads.kv_heads, d_head=spec.d_head)
+    kernel = KERNELS.make(spec.kernel.name, spec.kernel.params)
     pattern_ = pattern_ if pattern_ is not None else pattern(spec, layer)
-    if callable(getattr(pattern_, "soften", None)):
+    if isinstance(pattern_, SoftPattern):
         kernel = SoftPatternKernel(kernel)  # the soft pattern trims keys and adds its score bias first
     pos = spec.position
     # Cross-attention queries and keys live in different sequences: no relative positions.
-    position = (ATTENTION_POSITIONS[pos.name](spec.d_model, spec.heads.n_heads, spec.d_head, **pos.params)
-                if pos.name in ATTENTION_POSITIONS and not cross else None)
+    position = None
+    if POSITIONS.entry(pos.name).info["stage"] == "attention" and not cross:
+        position = POSITIONS.make(pos.name, pos.params, d_model=spec.d_model, n_heads=spec.heads.n_heads,
+                                  d_head=spec.d_head)
     return Attention(proj, kernel, pattern_, spec.d_model, position=position, dropout=spec.attn_dropout)
 
 
 def feedforward(spec: Spec) -> nn.Module:
-    ff = MLP(spec.d_model, spec.d_ff, spec.ff.activation, spec.dropout)
+    ff = FEEDFORWARDS.make(spec.ff.name, spec.ff.params, d_model=spec.d_model, d_ff=spec.d_ff,
+                           activation=spec.ff.activation, dropout=spec.dropout)
     return Chunked(ff, spec.ff.chunks) if spec.ff.chunks > 1 else ff
 
 
 def residual(spec: Spec) -> nn.Module:
-    return RESIDUALS[spec.residual.name][0](spec.d_model, spec.dropout)
+    return RESIDUALS.make(spec.residual.name, d_model=spec.d_model, dropout=spec.dropout)
 
 
 def block(spec: Spec, layer: int, *, pattern_: Pattern | None = None, cross: bool = False) -> Block:
@@ -67,51 +76,72 @@ def _stack(blocks: Callable[[int], nn.Module], n_layers: int, final_norm: nn.Mod
     return Stack([blocks(i) for i in range(n_layers)], final_norm, spec.depth.checkpointing)
 
 
-# name -> constructor(make_block(layer), n_layers, final_norm, spec) -> stack module
-DEPTHS: dict = {"stack": _stack}
-# Kitaev et al. 2020, section 3: reversible layers built from each block's attention/feed-forward.
-DEPTHS["reversible"] = lambda blocks, n_layers, final_norm, spec: ReversibleStack(
-    [blocks(i) for i in range(n_layers)], final_norm)
+def _reversible(blocks: Callable[[int], nn.Module], n_layers: int, final_norm: nn.Module | None, spec: Spec):
+    # Kitaev et al. 2020, section 3: reversible layers built from each block's attention/feed-forward.
+    return ReversibleStack([blocks(i) for i in range(n_layers)], final_norm)
+
+
+_DEPTH_NEEDS = ("blocks", "n_layers", "final_norm", "spec")
+DEPTHS.register("stack", _stack, needs=_DEPTH_NEEDS)
+DEPTHS.register("reversible", _reversible, needs=_DEPTH_NEEDS)
 
 
 def stack(spec: Spec, n_layers: int, *, pattern_: Pattern | None = None, cross: bool = False) -> nn.Module:
-    final_norm = nn.LayerNorm(spec.d_model) if RESIDUALS[spec.residual.name][1] else None
-    return DEPTHS[spec.depth.name](lambda i: block(spec, i, pattern_=pattern_, cross=cross),
-                                   n_layers, final_norm, spec)
+    norm = RESIDUALS.entry(spec.residual.name).info["final_norm"]
+    return DEPTHS.make(spec.depth.name, spec.depth.params,
+                       blocks=lambda i: block(spec, i, pattern_=pattern_, cross=cross), n_layers=n_layers,
+                       final_norm=nn.LayerNorm(spec.d_model) if norm else None, spec=spec)
 
 
 def input_position(spec: Spec) -> nn.Module:
     pos = spec.position
-    return INPUT_POSITIONS[pos.name](spec.d_model, pos.max_len) if pos.name in INPUT_POSITIONS else NoPosition()
+    if POSITIONS.entry(pos.name).info["stage"] != "input":
+        return NoPosition()
+    return POSITIONS.make(pos.name, pos.params, d_model=spec.d_model, max_len=pos.max_len)
 
 
 def _xl_memory(spec: Spec, layers: nn.Module) -> Callable[..., SegmentMemory]:
     # Dai et al. 2019, section 3.2: memory of mem_len layer inputs; a layer whose soft pattern
     # sees fewer keys (adaptive span) keeps only what it can see.
-    blocks = list(getattr(layers, "blocks", []))
-    limits = [getattr(b.attn.pattern, "memory_needed", None) if hasattr(b, "attn") else None for b in blocks]
-    limits = limits if len(limits) == len(layers) else None
+    patterns = [b.attn.pattern for b in layers.blocks]
+    limits = [p.memory_needed if isinstance(p, SoftPattern) else None for p in patterns]
 
     def make(mem_len: int = spec.state.mem_len) -> SegmentMemory:
         return SegmentMemory(len(layers), mem_len, limits)
     return make
 
 
-# name -> constructor(spec, stack) -> new_state(**kw); states not listed get a KV cache per layer.
-STATES: dict = {"xl_memory": _xl_memory}
+def _per_call(spec: Spec, layers: nn.Module) -> None:
+    # Nothing crosses calls; decoding still builds its KV cache per layer (models/generate.py).
+    return None
+
+
+# name -> constructor(spec, stack) -> new_state(**kw) | None (the model's KV cache per layer).
+STATES.register("none", _per_call, needs=("spec", "layers"))
+STATES.register("kv_cache", _per_call, needs=("spec", "layers"))
+STATES.register("xl_memory", _xl_memory, needs=("spec", "layers"))
+
+# models: the model kinds an objective trains; the spec refuses other pairs.
+OBJECTIVES.register("causal_lm", lambda: CausalLM(), models=("decoder",))
+OBJECTIVES.register("masked_lm", MaskedLM, needs=("vocab_size",), models=("encoder",))
+OBJECTIVES.register("seq2seq", lambda: Seq2Seq(), models=("encoder_decoder",))
+
+
+def objective(spec: Spec) -> nn.Module:
+    return OBJECTIVES.make(spec.objective.name, spec.objective.params, vocab_size=spec.vocab_size)
 
 
 def _language_model(spec: Spec) -> nn.Module:
-    objective = OBJECTIVES[spec.objective.name](spec)
+    objective_ = objective(spec)
     # Objectives may reserve ids past the data's vocabulary (masked LM's [MASK]).
-    rows = spec.vocab_size + getattr(objective, "extra_tokens", 0)
+    rows = spec.vocab_size + getattr(objective_, "extra_tokens", 0)
     embed = TokenEmbedding(rows, spec.d_model)
     head = LMHead(spec.d_model, rows, tied=embed if spec.tie_embeddings else None)
     if spec.model == "encoder":
         head = MLMHead(spec.d_model, head)
     layers = stack(spec, spec.depth.n_layers)
-    make_state = STATES[spec.state.name](spec, layers) if spec.state.name in STATES else None
-    return LanguageModel(embed, input_position(spec), layers, head, objective, spec.dropout,
+    make_state = STATES.make(spec.state.name, spec.state.params, spec=spec, layers=layers)
+    return LanguageModel(embed, input_position(spec), layers, head, objective_, spec.dropout,
                          make_state=make_state)
 
 
@@ -123,10 +153,12 @@ def _encoder_decoder(spec: Spec) -> nn.Module:
     encoder = stack(spec, n_enc, pattern_=Full())
     decoder = stack(spec, spec.depth.n_layers, cross=True)
     return EncoderDecoder(embed, input_position(spec), encoder, decoder, head,
-                          OBJECTIVES[spec.objective.name](spec), spec.dropout)
+                          objective(spec), spec.dropout)
 
 
-MODELS: dict = {"decoder": _language_model, "encoder": _language_model, "encoder_decoder": _encoder_decoder}
+MODELS.register("decoder", _language_model, needs=("spec",))
+MODELS.register("encoder", _language_model, needs=("spec",))
+MODELS.register("encoder_decoder", _encoder_decoder, needs=("spec",))
 
 
 def build(spec: Spec | str) -> nn.Module:
@@ -136,4 +168,4 @@ def build(spec: Spec | str) -> nn.Module:
         spec = members.get(spec)()
     if not isinstance(spec, Spec):
         raise TypeError(f"build() takes a Spec or a member name, got {type(spec).__name__}")
-    return MODELS[spec.model](spec)
+    return MODELS.make(spec.model, spec=spec)

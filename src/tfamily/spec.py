@@ -1,9 +1,11 @@
 """Specs: frozen dataclasses, one per design axis, validated on construction.
 
 A member is a ``Spec``: a point in the grid of axes. Specs never enter modules;
-``build.py`` turns them into modules. ``CHOICES`` names the valid values of each
-axis's ``name`` field; new parts add their names here and a constructor in their
-axis registry.
+``build.py`` turns them into modules. The valid names of each axis are read from its
+registry (``tfamily/registry.py``), where the parts register themselves: a new part adds
+one registration next to its code and the spec accepts it. Checks that need a part
+(a kernel validating its parameters, a pattern built from its sub-specs) are
+registered by ``tfamily/checks.py``, next to build, and run through ``registry.CHECKS``.
 """
 from __future__ import annotations
 
@@ -12,28 +14,12 @@ import json
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-CHOICES: dict[str, set[str]] = {
-    "model": {"decoder", "encoder", "encoder_decoder"},
-    "pattern": {"full", "causal", "adaptive_span", "sliding_window", "global_tokens", "longformer", "local_1d", "local_2d",
-                "strided_columns", "strided", "fixed_block", "fixed_summary", "fixed", "random_blocks",
-                "bigbird", "union", "intersect", "per_head"},
-    "kernel": {"reference", "sdpa", "blocksparse", "flex"},
-    "position": {"sinusoidal", "learned", "none", "relative"},
-    "residual": {"post_norm", "pre_norm"},
-    "depth": {"stack"},
-    "state": {"none", "kv_cache", "xl_memory"},
-    "ff": {"mlp"},
-    "activation": {"relu", "gelu"},
-    "objective": {"causal_lm", "masked_lm", "seq2seq"},
-}
+from . import registry
 
 
 def check_choice(axis: str, value: str) -> None:
-    if not isinstance(value, str):
-        raise TypeError(f"{axis} must be a string naming a choice, got {value!r}; "
-                        f"valid: {sorted(CHOICES[axis])}")
-    if value not in CHOICES[axis]:
-        raise ValueError(f"unknown {axis} {value!r}; valid choices: {', '.join(sorted(CHOICES[axis]))}")
+    """Refuse a value not registered on ``axis`` (``registry.AXES``), naming the valid ones."""
+    registry.AXES[axis].check(value)
 
 
 def check_int(name: str, value: Any, lo: int = 1, allow_none: bool = False) -> None:
@@ -60,6 +46,12 @@ class PatternSpec:
 
     def __post_init__(self):
         check_choice("pattern", self.name)
+        if not isinstance(self.per_layer, (list, tuple)):
+            raise TypeError(f"pattern.per_layer must be a list of pattern specs (dicts with 'name' and "
+                            f"optional 'params'), got {self.per_layer!r}")
+        for p in self.per_layer:
+            if not isinstance(p, (PatternSpec, dict)):
+                raise TypeError(f"pattern.per_layer entries must be dicts like {{'name': 'causal'}}, got {p!r}")
         object.__setattr__(self, "per_layer", tuple(
             p if isinstance(p, PatternSpec) else PatternSpec(**p) for p in self.per_layer))
 
@@ -169,7 +161,11 @@ AXES = {"pattern": PatternSpec, "kernel": KernelSpec, "position": PositionSpec, 
         "residual": ResidualSpec, "depth": DepthSpec, "state": StateSpec, "ff": FeedForwardSpec,
         "objective": ObjectiveSpec}
 
-MODEL_OBJECTIVES = {"decoder": {"causal_lm"}, "encoder": {"masked_lm"}, "encoder_decoder": {"seq2seq"}}
+
+
+def model_objectives(model: str) -> list[str]:
+    """The objectives registered for ``model`` (their ``models`` in ``registry.OBJECTIVES``)."""
+    return [o for o in registry.OBJECTIVES if model in registry.OBJECTIVES.entry(o).info.get("models", ())]
 
 
 @dataclass(frozen=True)
@@ -207,11 +203,11 @@ class Spec:
         if self.heads.d_head is None and self.d_model % self.heads.n_heads:
             raise ValueError(f"d_model={self.d_model} is not divisible by n_heads={self.heads.n_heads}; "
                              f"pick n_heads dividing d_model or set heads.d_head")
-        if self.objective.name not in MODEL_OBJECTIVES[self.model]:
+        if self.objective.name not in model_objectives(self.model):
             raise ValueError(f"objective {self.objective.name!r} does not fit model {self.model!r}; "
-                             f"valid: {sorted(MODEL_OBJECTIVES[self.model])}")
-        for hook in VALIDATORS:
-            hook(self)
+                             f"valid: {model_objectives(self.model)}")
+        for check in (*SPEC_CHECKS, *registry.CHECKS.values()):
+            check(self)
 
     @property
     def d_head(self) -> int:
@@ -280,10 +276,6 @@ class Spec:
         }
 
 
-# Cross-axis checks added by parts (e.g. "LSH needs shared_qk"); each raises ValueError.
-VALIDATORS: list = []
-
-
 def _xl_memory_needs_decoder(spec: Spec) -> None:
     # Segment memory is carried by LanguageModel calls; the encoder sees whole inputs and
     # the encoder-decoder's decoder state is a KV cache.
@@ -292,41 +284,8 @@ def _xl_memory_needs_decoder(spec: Spec) -> None:
                          f"use state 'kv_cache' or 'none' for {spec.model!r}")
 
 
-VALIDATORS.append(_xl_memory_needs_decoder)
-
-
-def valid_keys() -> list[str]:
-    top = [f.name for f in fields(Spec) if f.name not in AXES]
-    return top + [f"{a}.{f.name}" for a, c in AXES.items() for f in fields(c)]
-
-
-# -- Reformer (Kitaev et al. 2020): LSH kernel and reversible depth --------------------------------
-CHOICES["kernel"].add("lsh")
-CHOICES["depth"].add("reversible")
-
-
-def _check_lsh(spec: Spec) -> None:
-    if spec.kernel.name != "lsh":
-        return
-    if not spec.heads.shared_qk:
-        raise ValueError("kernel 'lsh' needs heads.shared_qk=True: LSH buckets queries with the "
-                         "keys they hash with, so keys must be the normalised queries (Kitaev et al. "
-                         "2020, section 2); set heads.shared_qk=True or use another kernel")
-    if spec.model == "encoder_decoder":
-        raise ValueError("kernel 'lsh' with model 'encoder_decoder': the kernel would also serve "
-                         "cross-attention, where queries and keys are different sequences and "
-                         "shared-QK hashing does not apply; use model 'decoder' or 'encoder'")
-    import inspect
-
-    from .nn.kernels.lsh import LSHKernel  # lazy: the kernel validates its own parameters
-    known = set(inspect.signature(LSHKernel).parameters)
-    unknown = sorted(set(spec.kernel.params) - known)
-    if unknown:
-        raise ValueError(f"unknown kernel.params {unknown} for kernel 'lsh'; valid: {sorted(known)}")
-    LSHKernel(**spec.kernel.params)
-
-
 def _check_reversible(spec: Spec) -> None:
+    # Kitaev et al. 2020, section 3 (RevNet, Gomez et al. 2017).
     if spec.depth.name != "reversible":
         return
     if spec.residual.name != "pre_norm":
@@ -341,4 +300,10 @@ def _check_reversible(spec: Spec) -> None:
                          "already recomputes activations; set checkpointing=False")
 
 
-VALIDATORS.extend([_check_lsh, _check_reversible])
+# Checks on names and numbers only; those needing a part register in tfamily/checks.py.
+SPEC_CHECKS = (_xl_memory_needs_decoder, _check_reversible)
+
+
+def valid_keys() -> list[str]:
+    top = [f.name for f in fields(Spec) if f.name not in AXES]
+    return top + [f"{a}.{f.name}" for a, c in AXES.items() for f in fields(c)]

@@ -35,5 +35,5 @@ def test_dropout_acts_on_the_branch_only_in_training():
 
 
 def test_registry_final_norm_flags():
-    assert RESIDUALS["pre_norm"] == (PreNorm, True)  # pre-norm stacks end unnormalised
-    assert RESIDUALS["post_norm"] == (PostNorm, False)
+    assert RESIDUALS["pre_norm"] is PreNorm and RESIDUALS.entry("pre_norm").info["final_norm"]
+    assert RESIDUALS["post_norm"] is PostNorm and not RESIDUALS.entry("post_norm").info["final_norm"]

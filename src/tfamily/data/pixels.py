@@ -22,9 +22,8 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from ..nn.patterns import from_block_raster, to_block_raster
-
-__all__ = ["PixelOrder", "PixelSequences", "quantize", "dequantize", "bits_per_dim"]
+__all__ = ["PixelOrder", "PixelSequences", "quantize", "dequantize", "bits_per_dim", "to_block_raster",
+           "from_block_raster"]
 
 
 def _check_levels(levels) -> None:
@@ -47,6 +46,21 @@ def dequantize(tokens: Tensor, levels: int) -> Tensor:
     if levels == 256:
         return tokens.clamp(0, 255).to(torch.uint8)
     return (tokens.clamp(0, levels - 1).float() * 255.0 / (levels - 1)).round().to(torch.uint8)
+
+
+def to_block_raster(image: Tensor, block_h: int, block_w: int) -> Tensor:
+    """``(..., H, W) -> (..., H * W)`` in block-raster order (Parmar et al. 2018, fig. 2)."""
+    hh, ww = image.shape[-2:]
+    if hh % block_h or ww % block_w:
+        raise ValueError(f"image {hh}x{ww} does not tile into {block_h}x{block_w} blocks")
+    x = image.reshape(*image.shape[:-2], hh // block_h, block_h, ww // block_w, block_w)
+    return x.transpose(-3, -2).reshape(*image.shape[:-2], hh * ww)
+
+
+def from_block_raster(seq: Tensor, height: int, width: int, block_h: int, block_w: int) -> Tensor:
+    """Inverse of ``to_block_raster``: ``(..., H * W) -> (..., H, W)``."""
+    x = seq.reshape(*seq.shape[:-1], height // block_h, width // block_w, block_h, block_w)
+    return x.transpose(-3, -2).reshape(*seq.shape[:-1], height, width)
 
 
 @dataclass(frozen=True)

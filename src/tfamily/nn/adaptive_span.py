@@ -29,6 +29,8 @@ import torch
 from einops import rearrange
 from torch import Tensor, nn
 
+from ..registry import PATTERNS
+
 
 class AdaptiveSpan(nn.Module):
     """A soft causal pattern. Its hard support (``mask_mod``) is a causal window of
@@ -172,5 +174,5 @@ class SoftPatternKernel:
         return out, weights
 
 
-# name -> constructor(n_heads, d_head, **params); build.py resolves these before PATTERNS.
-SOFT_PATTERNS: dict = {"adaptive_span": AdaptiveSpan}
+# A learned pattern: the builder supplies the head shape, the spec the keyword parameters.
+PATTERNS.register("adaptive_span", AdaptiveSpan, needs=("n_heads", "d_head"))

@@ -11,7 +11,10 @@ import torch
 from torch import Tensor, nn
 from torch.utils.checkpoint import checkpoint
 
-ACTIVATIONS = {"relu": nn.ReLU, "gelu": nn.GELU}
+from ..registry import ACTIVATIONS, FEEDFORWARDS
+
+ACTIVATIONS.register("relu", nn.ReLU)
+ACTIVATIONS.register("gelu", nn.GELU)
 
 
 class MLP(nn.Module):
@@ -50,3 +53,7 @@ class Chunked(nn.Module):
         if self.checkpoint and torch.is_grad_enabled():
             return torch.cat([checkpoint(self.inner, c, use_reentrant=False) for c in pieces], dim=1)
         return torch.cat([self.inner(c) for c in pieces], dim=1)
+
+
+# Chunking (FeedForwardSpec.chunks) wraps any registered part, so it is not a choice here.
+FEEDFORWARDS.register("mlp", MLP, needs=("d_model", "d_ff", "activation", "dropout"))

@@ -12,6 +12,8 @@ import torch.nn.functional as F
 from einops import rearrange
 from torch import Tensor, nn
 
+from ..registry import HEADS
+
 
 def _heads(x: Tensor, h: int) -> Tensor:
     return rearrange(x, "b n (h e) -> b h n e", h=h)
@@ -52,3 +54,8 @@ class SharedQKProjection(nn.Module):
         # which is why a token may attend to itself only when nothing else is available.
         k = F.normalize(self.q(src), dim=-1)
         return k, _heads(self.v_proj(src), self.n_heads)
+
+
+# The heads axis's choices by projection; the kv-head count (MHA, GQA, MQA) is a number.
+HEADS.register("qkv", QKVProjection, needs=("d_model", "n_heads", "n_kv_heads", "d_head"))
+HEADS.register("shared_qk", SharedQKProjection, needs=("d_model", "n_heads", "n_kv_heads", "d_head"))

@@ -12,6 +12,8 @@ from typing import Protocol
 
 from torch import Tensor, nn
 
+from ..registry import RESIDUALS
+
 
 class Residual(Protocol):
     def pre(self, x: Tensor) -> Tensor: ...
@@ -43,5 +45,6 @@ class PreNorm(nn.Module):
         return x + self.drop(y)
 
 
-# name -> (constructor(d_model, dropout), needs a final norm after the stack)
-RESIDUALS: dict = {"post_norm": (PostNorm, False), "pre_norm": (PreNorm, True)}
+# final_norm: a pre-norm stack ends unnormalised, so the builder adds one LayerNorm after it.
+RESIDUALS.register("post_norm", PostNorm, needs=("d_model", "dropout"), final_norm=False)
+RESIDUALS.register("pre_norm", PreNorm, needs=("d_model", "dropout"), final_norm=True)

@@ -163,3 +163,23 @@ def test_auto_block_size_picks_a_tile_by_cost_and_matches_reference():
     assert chosen and chosen[0] in AUTO_BLOCKS
     with pytest.raises(ValueError, match="auto"):
         BlockSparseKernel("big")
+
+
+@pytest.mark.parametrize("padded", [False, True])
+@pytest.mark.parametrize("name", list(PATTERNS))
+def test_float64_is_float64_with_finite_gradients(name, padded):
+    # Issue 13.3: unions merged by log-sum-exp (strided merged, dilated longformer) gave NaN
+    # gradients in fp64, from rows that see nothing in one part; fp64 must also stay fp64.
+    torch.manual_seed(sum(map(ord, name)) + padded)
+    q, k, v = _inputs(2, 4, 2, 77, 77, dtype=torch.float64)
+    pad = None
+    if padded:  # left padding: the first queries of row 1 see no key at all
+        pad = torch.ones(2, 77, dtype=torch.bool)
+        pad[1, :9] = False
+    pattern = PATTERNS[name]
+    ref_out, ref_grads = _run(ReferenceKernel(), q, k, v, pattern, key_padding=pad)
+    out, grads = _run(BlockSparseKernel(BLOCK), q, k, v, pattern, key_padding=pad)
+    assert out.dtype == torch.float64
+    for got, want in zip([out, *grads], [ref_out, *ref_grads]):
+        assert torch.isfinite(got).all()
+        torch.testing.assert_close(got, want, atol=1e-10, rtol=1e-10)

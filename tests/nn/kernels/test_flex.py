@@ -29,10 +29,10 @@ def test_flex_matches_reference_and_reuses_the_block_mask():
     ref, _ = ReferenceKernel()(q, k, v, pattern=pattern, key_padding=pad)
     torch.testing.assert_close(out, ref, atol=2e-5, rtol=1e-4)
     builds = PLANS.builds
-    plan = next(p for p in PLANS._plans.values() if getattr(p, "_flex_block_mask", None) is not None)
-    mask = plan._flex_block_mask
+    plan = next(p for p in PLANS._plans.values() if "flex_block_mask" in p.cache)
+    mask = plan.cache["flex_block_mask"]
     out2, _ = kernel(torch.randn_like(q), k, v, pattern=pattern, key_padding=pad)
-    assert PLANS.builds == builds and plan._flex_block_mask is mask
+    assert PLANS.builds == builds and plan.cache["flex_block_mask"] is mask
 
 
 def test_flex_refuses_cpu_training_and_dropout_with_the_fix():

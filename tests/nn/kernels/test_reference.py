@@ -76,3 +76,41 @@ def test_dropout_only_in_training_call():
     a, _ = ReferenceKernel()(q, k, v, pattern=Full())
     b, _ = ReferenceKernel()(q, k, v, pattern=Full(), dropout_p=0.5)
     assert not torch.allclose(a, b)
+
+
+def _naive64(q, k, v, allowed, bias):
+    """softmax(q k^T / sqrt(e) + bias) v written out in fp64 (exp / sum), no library softmax."""
+    g = q.shape[1] // k.shape[1]
+    k, v = k.repeat_interleave(g, 1), v.repeat_interleave(g, 1)
+    s = q @ k.transpose(-1, -2) / math.sqrt(q.shape[-1]) + bias
+    s = s.masked_fill(~allowed, -math.inf)
+    top = s.amax(-1, keepdim=True).clamp_min(-1e300)
+    w = torch.exp(s - top)
+    w = w / w.sum(-1, keepdim=True).clamp_min(1e-300)
+    return w @ v
+
+
+@pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize("n,h_kv", [(5, 4), (17, 2), (33, 1)])
+def test_float64_reaches_float64_precision(seed, n, h_kv):
+    # The library's ground truth must not round through fp32 (issue 13.3): fp32 rounding
+    # would leave errors near 1e-7 here.
+    g = torch.Generator().manual_seed(seed)
+    q = torch.randn(2, 4, n, 8, generator=g, dtype=torch.float64) * 3
+    k, v = (torch.randn(2, h_kv, n, 8, generator=g, dtype=torch.float64) * 3 for _ in range(2))
+    bias = torch.randn(1, 4, n, n, generator=g, dtype=torch.float64)
+    out, w = ReferenceKernel()(q, k, v, pattern=Causal(), bias=bias, need_weights=True)
+    allowed = torch.ones(n, n, dtype=torch.bool).tril()
+    assert out.dtype == w.dtype == torch.float64
+    torch.testing.assert_close(out, _naive64(q, k, v, allowed, bias), atol=1e-12, rtol=1e-12)
+
+
+def test_float64_gradcheck_on_tiny_sizes():
+    g = torch.Generator().manual_seed(0)
+    q, k, v = (torch.randn(1, 2, 4, 3, generator=g, dtype=torch.float64, requires_grad=True) for _ in range(3))
+    bias = torch.randn(1, 2, 4, 4, generator=g, dtype=torch.float64, requires_grad=True)
+    pad = torch.tensor([[True, False, True, True]])
+
+    def f(q, k, v, bias):
+        return ReferenceKernel()(q, k, v, pattern=Causal(), key_padding=pad, bias=bias)[0]
+    assert torch.autograd.gradcheck(f, (q, k, v, bias), eps=1e-6, atol=1e-8, rtol=1e-6)

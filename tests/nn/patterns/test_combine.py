@@ -49,9 +49,10 @@ def test_spec_level_union_and_per_head_resolve_nested_sub_specs():
 
 
 def test_unknown_names_and_params_are_reported():
-    with pytest.raises(ValueError, match="valid patterns"):
+    with pytest.raises(ValueError, match="unknown pattern 'windowed'; valid choices: .*sliding_window"):
         resolve({"name": "union", "params": {"patterns": [{"name": "windowed"}]}})
-    with pytest.raises(TypeError, match="sliding_window"):
+    with pytest.raises(ValueError, match=r"\['width'\] for pattern 'sliding_window'; valid keys: "
+                                         r"window, causal, dilation, name"):
         resolve({"name": "sliding_window", "params": {"width": 3}})
 
 

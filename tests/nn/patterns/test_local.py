@@ -4,8 +4,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from tfamily.nn.patterns import (GlobalTokens, Local1D, Local2D, SlidingWindow, dense_mask,
-                                 from_block_raster, to_block_raster)
+from tfamily.data.pixels import from_block_raster, to_block_raster
+from tfamily.nn.patterns import GlobalTokens, Local1D, Local2D, SlidingWindow, dense_mask
 
 
 def _brute(n, m, rule, q_offset=0):

@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from tfamily.nn.position import INPUT_POSITIONS, Learned, NoPosition, Sinusoidal, sinusoid_table
+from tfamily.nn.position import POSITIONS, Learned, NoPosition, Sinusoidal, sinusoid_table
 
 
 def test_sinusoid_matches_the_paper_formula():
@@ -41,6 +41,9 @@ def test_learned_table_limit_names_lengths():
 def test_no_position_and_registry():
     x = torch.randn(1, 3, 4)
     assert torch.equal(NoPosition()(x, offset=7), x)
-    assert isinstance(INPUT_POSITIONS["learned"](4, 9), Learned)
-    assert INPUT_POSITIONS["learned"](4, 9).max_len == 9
-    assert isinstance(INPUT_POSITIONS["sinusoidal"](4, 9), Sinusoidal)
+    assert isinstance(POSITIONS.make("learned", d_model=4, max_len=9), Learned)
+    assert POSITIONS.make("learned", d_model=4, max_len=9).max_len == 9
+    assert isinstance(POSITIONS.make("sinusoidal", d_model=4, max_len=9), Sinusoidal)
+    assert isinstance(POSITIONS.make("none", d_model=4, max_len=9), NoPosition)
+    with pytest.raises(ValueError, match="valid keys: none"):
+        POSITIONS.check_params("sinusoidal", {"base": 10000})

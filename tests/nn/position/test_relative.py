@@ -11,7 +11,7 @@ from tfamily.nn.attention import Attention
 from tfamily.nn.cache import KVCache
 from tfamily.nn.kernels import ReferenceKernel, SDPAKernel
 from tfamily.nn.patterns import Causal, Full
-from tfamily.nn.position import ATTENTION_POSITIONS, sinusoid_table
+from tfamily.nn.position import POSITIONS, sinusoid_table
 from tfamily.nn.position.relative import RelativePosition, shift
 from tfamily.nn.projection import QKVProjection
 
@@ -164,7 +164,9 @@ def test_full_pattern_uses_negative_distances():
 
 
 def test_registry_and_validation():
-    assert ATTENTION_POSITIONS["relative"] is RelativePosition
+    assert POSITIONS["relative"] is RelativePosition
+    assert POSITIONS.entry("relative").info["stage"] == "attention"
+    assert POSITIONS.valid_params("relative") == ("clamp_len", "same_length")
     with pytest.raises(ValueError, match="clamp_len"):
         RelativePosition(16, 2, 8, clamp_len=-1)
     with pytest.raises(TypeError, match="same_length"):
@@ -172,3 +174,18 @@ def test_registry_and_validation():
     with pytest.raises(ValueError, match="with 4"):
         RelativePosition(16, 2, 8)(torch.randn(1, 4, 3, 8), torch.randn(1, 4, 3, 8), q_offset=0,
                                    k_offset=0, m=3)
+
+
+def test_float64_sinusoids_are_float64():
+    # Issue 13.3: the table was computed in fp32 and cast, leaving errors near 1e-7 at
+    # distances in the thousands; fp64 models get fp64 angles.
+    d = torch.arange(5000, -5000, -37)
+    i = torch.arange(0, 16, 2, dtype=torch.float64)
+    ang = d.double()[:, None] * torch.exp(-math.log(10000.0) * i / 16)[None, :]
+    exact = torch.stack([ang.sin(), ang.cos()], -1).flatten(-2)
+    torch.testing.assert_close(sinusoid_table(d, 16, torch.float64), exact, atol=1e-12, rtol=0)
+    pos = RelativePosition(16, 2, 8).double()
+    r = pos.embeddings(d, torch.float64)
+    want = (exact @ pos.r_proj.weight.T).view(-1, 2, 8).transpose(0, 1)
+    torch.testing.assert_close(r, want, atol=1e-12, rtol=0)
+    assert sinusoid_table(d, 16).dtype == torch.float32  # narrower inputs keep the fp32 table

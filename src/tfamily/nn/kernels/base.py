@@ -18,7 +18,7 @@ from typing import Protocol
 import torch
 from torch import Tensor
 
-from ..patterns import Pattern, dense_mask
+from ..patterns import Pattern, dense_mask, is_per_head
 
 
 class Kernel(Protocol):
@@ -34,12 +34,8 @@ def allowed_mask(pattern: Pattern, q: Tensor, k: Tensor, q_offset: int,
                  key_padding: Tensor | None) -> Tensor:
     """Dense ``(b|1, h|1, n, m)`` bool mask: the pattern and the key padding together."""
     n, m = q.shape[-2], k.shape[-2]
-    heads = q.shape[1] if _per_head(pattern) else 1
+    heads = q.shape[1] if is_per_head(pattern) else 1
     allowed = dense_mask(pattern, n, m, n_heads=heads, q_offset=q_offset, device=q.device)[None]
     if key_padding is not None:
         allowed = allowed & key_padding[:, None, None, :]
     return allowed
-
-
-def _per_head(pattern: Pattern) -> bool:
-    return bool(getattr(pattern, "per_head", False))

@@ -19,12 +19,13 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from ..patterns import Causal, Full, Pattern, PerHead
-from ..patterns.combine import is_per_head
+from ..patterns import Causal, Full, Pattern, PerHead, is_per_head
 from .base import allowed_mask
 from .flash_lse import attention_with_lse
-from .layout import AUTO_BLOCKS, Plan, get_plan, split
+from .gather import permute, reorder, take
+from .layout import AUTO_BLOCKS, get_plan, split
 from .sdpa import SDPAKernel
+from .tiles import PerHeadTiles, SharedTiles
 
 _SDPA = SDPAKernel()
 
@@ -61,72 +62,6 @@ class BlockSparseKernel:
         return sparse_attention(q, k, v, pattern, heads, bias, ctx), None
 
 
-class _Take(torch.autograd.Function):
-    """``src.index_select(dim, idx)`` whose backward accumulates rows along a leading
-    dimension with ``index_put_(accumulate=True)``. Measured on the 2-core CPU (torch
-    2.13): autograd's own backward (index_add_ along an inner dimension) took 1.1 s
-    for a 25 MB gradient; index_add_ along dim 0 ran 90-125 ms on typical tile shapes,
-    index_put_ 15-70 ms."""
-
-    @staticmethod
-    def forward(ctx, src: Tensor, dim: int, idx: Tensor) -> Tensor:
-        ctx.shape, ctx.dim = src.shape, dim
-        ctx.save_for_backward(idx)
-        return src.index_select(dim, idx)
-
-    @staticmethod
-    @torch.autograd.function.once_differentiable
-    def backward(ctx, grad: Tensor):
-        (idx,) = ctx.saved_tensors
-        shape, dim = ctx.shape, ctx.dim
-        a, n, x = math.prod(shape[:dim]), shape[dim], math.prod(shape[dim + 1:])
-        rows = grad.reshape(a, idx.numel(), x).transpose(0, 1).reshape(idx.numel(), a * x)
-        out = grad.new_zeros(n, a * x).index_put_((idx,), rows, accumulate=True)
-        return out.view(n, a, x).transpose(0, 1).reshape(shape), None, None
-
-
-class _Reorder(torch.autograd.Function):
-    """A gather whose gradient is again a gather: ``out = src.index_select(dim, idx)``
-    where each source entry is read once per piece (plus padding that reads a real entry
-    but gets no gradient). ``pieces``: ``(start, length, back)``: the source gradient is the
-    sum over pieces of ``grad.narrow(dim, start, length).index_select(dim, back)``, times
-    ``mask`` (along ``dim``) when given. Index_add-free: CPU scatter-adds of many short
-    rows ran ~10x slower than gathers here."""
-
-    @staticmethod
-    def forward(ctx, src: Tensor, dim: int, idx: Tensor, pieces: tuple, mask: Tensor | None) -> Tensor:
-        ctx.dim, ctx.pieces, ctx.mask = dim, pieces, mask
-        return src.index_select(dim, idx)
-
-    @staticmethod
-    @torch.autograd.function.once_differentiable
-    def backward(ctx, grad: Tensor):
-        dim = ctx.dim
-        out = None
-        for start, length, back in ctx.pieces:
-            g = grad.narrow(dim, start, length).index_select(dim, back)
-            out = g if out is None else out + g
-        if ctx.mask is not None:
-            out = out * ctx.mask.view([-1] + [1] * (grad.dim() - dim - 1)).to(out.dtype)
-        return out, None, None, None, None
-
-
-def reorder(src: Tensor, dim: int, idx: Tensor, pieces: tuple, mask: Tensor | None = None) -> Tensor:
-    if torch.is_grad_enabled() and src.requires_grad:
-        return _Reorder.apply(src, dim, idx, pieces, mask)
-    return src.index_select(dim, idx)
-
-
-def permute(src: Tensor, dim: int, order: Tensor) -> Tensor:
-    """``src.index_select(dim, order)`` for a permutation ``order``."""
-    return reorder(src, dim, order, ((0, order.numel(), torch.argsort(order)),))
-
-
-def take(src: Tensor, dim: int, idx: Tensor) -> Tensor:
-    return _Take.apply(src, dim, idx) if torch.is_grad_enabled() and src.requires_grad \
-        else src.index_select(dim, idx)
-
-
 def check_block_size(kernel: str, block_size):
     if block_size == "auto":
         return block_size
@@ -157,8 +92,13 @@ def sparse_attention(q: Tensor, k: Tensor, v: Tensor, pattern, heads: tuple, bia
         out, _, live = attend_group(q, k, v, *groups[0], heads, bias, ctx, want_lse=False)
         return _mul(out, live)
     results = [attend_group(q, k, v, qo, parts, heads, bias, ctx, want_lse=True) for qo, parts in groups]
-    lse = torch.logsumexp(torch.stack([r[1] for r in results]), 0)
-    out = sum(r[0] * torch.exp(r[1] - lse)[..., None].to(r[0].dtype) for r in results)
+    # softmax over the union = sum_g exp(lse_g - lse) softmax_g. A row that sees no key in
+    # a group has lse_g = -inf (padding or a -inf bias); flooring it at a finite value
+    # keeps logsumexp's backward, exp(lse_g - lse), from reading -inf - -inf = NaN.
+    lses = torch.stack([r[1] for r in results])
+    lses = lses.clamp_min(torch.finfo(lses.dtype).min / 2)
+    lse = torch.logsumexp(lses, 0)
+    out = sum(r[0] * torch.exp(l - lse)[..., None].to(r[0].dtype) for r, l in zip(results, lses))
     if all(r[2] is None for r in results):
         return out
     ones = torch.ones((), dtype=torch.bool, device=q.device)
@@ -225,7 +165,7 @@ def attend_group(q, k, v, query_order, parts, heads, bias, ctx, want_lse: bool):
         kv, vv = (reorder(t, 2, plan.k_index, pieces) for t in (k, v))
     kp = ctx["key_padding"]
     kp = None if kp is None else kp.index_select(1, plan.k_index)
-    tiles = _PerHeadTiles(plan, qv, kv, vv) if per_head else _SharedTiles(plan, qv, kv, vv)
+    tiles = PerHeadTiles(plan, qv, kv, vv) if per_head else SharedTiles(plan, qv, kv, vv)
     outs, lses, lives, rows = [], [], [], []
     for bk in plan.buckets:
         qt, kt, vt, allowed = tiles.gather(bk, kp)
@@ -276,15 +216,6 @@ def _additive(bk, allowed: Tensor, dtype) -> Tensor:
     return mask
 
 
-def _tile_ids(bk, n_k_tiles: int) -> Tensor:
-    """The bucket's key tile ids, flattened; a band's slots past either end (always
-    masked out) read tile 0 or the last tile instead."""
-    ids = bk.cache.get("tile_ids")
-    if ids is None:
-        ids = bk.cache["tile_ids"] = bk.kv.clamp(0, n_k_tiles - 1).flatten()
-    return ids
-
-
 def _cat(ts: list, dim: int) -> Tensor:
     return ts[0] if len(ts) == 1 else torch.cat(ts, dim)
 
@@ -293,142 +224,3 @@ def _mul(out: Tensor, live: Tensor | None) -> Tensor:
     return out if live is None else out * live
 
 
-class _SharedTiles:
-    """One layout for all heads: rows are (kv head, query tile); a tile holds the g query
-    heads of that kv head (b * h_kv, R, g * B, e) against (b * h_kv, R, K * B, e)."""
-
-    row_dim = 2
-
-    def __init__(self, plan: Plan, q: Tensor, k: Tensor, v: Tensor):
-        self.plan, self.B = plan, plan.block
-        self.b, self.h, _, self.e = q.shape
-        self.h_kv = k.shape[1]
-        self.g = self.h // self.h_kv
-        self.q = q.view(self.b, self.h_kv, self.g, plan.n_q_tiles, self.B, self.e)
-        self.k = k.reshape(self.b * self.h_kv, plan.n_k_tiles, self.B, self.e)
-        self.v = v.reshape(self.b * self.h_kv, plan.n_k_tiles, self.B, self.e)
-
-    def gather(self, bk, kp):
-        b, hk, g, B, e = self.b, self.h_kv, self.g, self.B, self.e
-        R, K = bk.kv.shape
-        qt = self.q if bk.all_rows else (self.q[:, :, :, int(bk.rows[0]):int(bk.rows[0]) + R]
-                                         if bk.consecutive else take(self.q, 3, bk.rows))
-        qt = qt.transpose(2, 3).reshape(b * hk, R, g * B, e)
-        # A band read by consecutive rows is a slice of an unfold view (no copy). Other
-        # rows gather whole key tiles: an index_select over the unfold view copies strided
-        # windows and its backward zeroes every window before unfold_backward (local_2d
-        # at 16K, `tfamily bench attention`: 5.4-6.4 s with it, 5.0-5.4 s without).
-        band = bk.band is not None and bk.consecutive
-        if band:
-            kt, vt = (self._band(t, bk) for t in (self.k, self.v))
-        else:
-            flat = _tile_ids(bk, self.plan.n_k_tiles)
-            kt = take(self.k, 1, flat).view(b * hk, R, K * B, e)
-            vt = take(self.v, 1, flat).view(b * hk, R, K * B, e)
-        allowed = bk.mask[:, None].expand(R, g, B, K * B).reshape(1, R, g * B, K * B)
-        if kp is not None:
-            if band:
-                kpt = self._band(kp.view(b, -1, B, 1), bk)
-            else:
-                kpt = kp.view(b, -1, B).index_select(1, _tile_ids(bk, self.plan.n_k_tiles))
-            allowed = (allowed[None] & kpt.reshape(b, 1, R, 1, K * B)).expand(
-                b, hk, R, g * B, K * B).reshape(b * hk, R, g * B, K * B)
-        return qt, kt, vt, allowed
-
-    def _band(self, t: Tensor, bk) -> Tensor:
-        """(N, tiles, B, x) -> (N, R, K * B, x): overlapping windows of K tiles, a view of
-        the (padded) keys; row r's window starts at tile r + band."""
-        N, n_tiles, B, x = t.shape
-        R, K = bk.kv.shape
-        first, last = int(bk.kv[0, 0]), int(bk.kv[-1, -1])
-        lo, hi = max(0, -min(first, int(bk.kv[:, 0].min()))), max(0, max(last, int(bk.kv[:, -1].max())) + 1 - n_tiles)
-        flat = t.reshape(N, n_tiles * B, x)
-        if lo or hi:
-            flat = F.pad(flat, (0, 0, lo * B, hi * B))
-        windows = flat.unfold(1, K * B, B).transpose(-1, -2)   # window w starts at tile w - lo
-        start = int(bk.kv[0, 0]) + lo   # rows are consecutive (see gather)
-        return windows[:, start:start + R]
-
-    def bias(self, bk, bias: Tensor) -> Tensor:
-        b, hk, g, B = self.b, self.h_kv, self.g, self.B
-        R, K = bk.kv.shape
-        full = bias.expand(b, self.h, *bias.shape[2:])
-        bi = torch.arange(b, device=bias.device).view(b, 1, 1, 1, 1, 1)
-        hi = torch.arange(self.h, device=bias.device).view(1, hk, 1, g, 1, 1)
-        qi = self.plan.q_index.view(-1, B)[bk.rows].view(1, 1, R, 1, B, 1)
-        ki = self.plan.k_index.view(-1, B)[bk.kv.clamp(0, self.plan.n_k_tiles - 1)].view(1, 1, R, 1, 1, K * B)
-        return full[bi, hi, qi, ki].reshape(b * hk, R, g * B, K * B)
-
-    def scatter(self, t: Tensor) -> Tensor:
-        """(b * h_kv, R, g * B, x) -> (b, h, R, B, x)"""
-        R, x = t.shape[1], t.shape[-1]
-        t = t.view(self.b, self.h_kv, R, self.g, self.B, x).transpose(2, 3)
-        return t.reshape(self.b, self.h, R, self.B, x)
-
-    def natural(self, rows: Tensor | None):
-        order = None if rows is None else torch.argsort(rows)
-        plan = self.plan
-
-        def put_back(t: Tensor) -> Tensor:
-            t = t if order is None else permute(t, 2, order)
-            t = t.reshape(self.b, self.h, -1, t.shape[-1])
-            if plan.q_identity:
-                return t
-            return reorder(t, 2, plan.q_slot, ((0, plan.n, plan.q_index),), plan.q_valid)
-        return put_back
-
-
-class _PerHeadTiles:
-    """A layout per head: rows are (head, query tile), (b, R, B, e) against (b, R, K * B, e)."""
-
-    row_dim = 1
-
-    def __init__(self, plan: Plan, q: Tensor, k: Tensor, v: Tensor):
-        self.plan, self.B = plan, plan.block
-        self.b, self.h, _, self.e = q.shape
-        self.g = self.h // k.shape[1]
-        self.q = q.reshape(self.b, self.h * plan.n_q_tiles, self.B, self.e)
-        self.k = k.reshape(self.b, k.shape[1] * plan.n_k_tiles, self.B, self.e)
-        self.v = v.reshape(self.b, k.shape[1] * plan.n_k_tiles, self.B, self.e)
-
-    def _split(self, bk):
-        return torch.div(bk.rows, self.plan.n_q_tiles, rounding_mode="floor"), bk.rows % self.plan.n_q_tiles
-
-    def gather(self, bk, kp):
-        R, K = bk.kv.shape
-        hl, _ = self._split(bk)
-        hk = torch.div(hl, self.g, rounding_mode="floor")[:, None]
-        flat = (hk * self.plan.n_k_tiles + bk.kv).flatten()
-        qt = self.q if bk.all_rows else take(self.q, 1, bk.rows)
-        kt = take(self.k, 1, flat).view(self.b, R, K * self.B, self.e)
-        vt = take(self.v, 1, flat).view(self.b, R, K * self.B, self.e)
-        allowed = bk.mask[None]
-        if kp is not None:
-            kpt = kp.view(self.b, -1, self.B).index_select(1, bk.kv.flatten())
-            allowed = allowed & kpt.view(self.b, R, 1, K * self.B)
-        return qt, kt, vt, allowed
-
-    def bias(self, bk, bias: Tensor) -> Tensor:
-        R, K = bk.kv.shape
-        B = self.B
-        hl, _ = self._split(bk)
-        full = bias.expand(self.b, self.h, *bias.shape[2:])
-        bi = torch.arange(self.b, device=bias.device).view(-1, 1, 1, 1)
-        qi = self.plan.q_index.view(-1, B)[bk.rows % self.plan.n_q_tiles].view(1, R, B, 1)
-        ki = self.plan.k_index.view(-1, B)[bk.kv].view(1, R, 1, K * B)
-        return full[bi, hl.view(1, R, 1, 1), qi, ki]
-
-    def scatter(self, t: Tensor) -> Tensor:
-        return t
-
-    def natural(self, rows: Tensor | None):
-        order = None if rows is None else torch.argsort(rows)
-        plan = self.plan
-
-        def put_back(t: Tensor) -> Tensor:
-            t = t if order is None else permute(t, 1, order)
-            t = t.reshape(self.b, self.h, -1, t.shape[-1])
-            if plan.q_identity:
-                return t
-            return reorder(t, 2, plan.q_slot, ((0, plan.n, plan.q_index),), plan.q_valid)
-        return put_back

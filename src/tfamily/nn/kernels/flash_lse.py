@@ -26,10 +26,11 @@ _BWD = getattr(torch.ops.aten, "_scaled_dot_product_flash_attention_for_cpu_back
 
 def reference_attention_with_lse(q: Tensor, k: Tensor, v: Tensor, mask: Tensor, scale: float | None,
                                  dropout_p: float = 0.0) -> tuple[Tensor, Tensor]:
-    """(out, lse) with lse in fp32, all differentiable through autograd."""
+    """(out, lse) with lse in fp32 (fp64 for fp64 inputs), all differentiable through autograd."""
     out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p, scale=scale)
     s = q.shape[-1] ** -0.5 if scale is None else scale
-    scores = (q @ k.transpose(-1, -2)).float() * s + mask.float()
+    acc = torch.promote_types(q.dtype, torch.float32)
+    scores = (q @ k.transpose(-1, -2)).to(acc) * s + mask.to(acc)
     return out, torch.logsumexp(scores, -1)
 
 

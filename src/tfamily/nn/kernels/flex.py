@@ -19,10 +19,12 @@ import math
 import torch
 from torch import Tensor
 
-from ..patterns import Causal, Full, Pattern, PerHead
-from ..patterns.combine import is_per_head
-from .blocksparse import _SDPA, check_block_size, dense_attention, per_head_attention, sparse_attention
+from ..patterns import Causal, Full, Pattern, PerHead, is_per_head
+from .blocksparse import check_block_size, dense_attention, per_head_attention, sparse_attention
 from .layout import Plan, get_plan, split
+from .sdpa import SDPAKernel
+
+_SDPA = SDPAKernel()
 
 _FLEX = None
 
@@ -82,10 +84,11 @@ def flex_attention(q: Tensor, k: Tensor, v: Tensor, pattern, heads: tuple, bias,
         # Compiled CPU FlexAttention has no return_lse (torch 2.13): merge with the gather path.
         return sparse_attention(q, k, v, pattern, heads, bias, dict(ctx, dropout_p=0.0))
     results = [_group(q, k, v, qo, parts, heads, bias, ctx, want_lse=True) for qo, parts in groups]
+    # A finite floor for rows that see no key in a group, as in blocksparse.sparse_attention.
     lses = torch.stack([r[1] for r in results])
+    lses = lses.clamp_min(torch.finfo(lses.dtype).min / 2)
     lse = torch.logsumexp(lses, 0)
-    lse = torch.where(torch.isfinite(lse), lse, torch.zeros_like(lse))
-    out = sum(r[0] * torch.exp(r[1] - lse)[..., None].to(r[0].dtype) for r in results)
+    out = sum(r[0] * torch.exp(l - lse)[..., None].to(r[0].dtype) for r, l in zip(results, lses))
     live = torch.stack([r[2].expand(q.shape[:3] + (1,)) for r in results]).any(0)
     return out * live
 
@@ -113,7 +116,7 @@ def _group(q, k, v, query_order, parts, heads, bias, ctx, want_lse: bool):
 
 def _block_mask(plan: Plan, parts):
     """The plan as a FlexAttention BlockMask, cached on the plan."""
-    cached = getattr(plan, "_flex_block_mask", None)
+    cached = plan.cache.get("flex_block_mask")
     if cached is not None:
         return cached
     from torch.nn.attention.flex_attention import BlockMask
@@ -134,7 +137,7 @@ def _block_mask(plan: Plan, parts):
         shape(tables["partial"][0]), shape(tables["partial"][1]), shape(tables["full"][0]),
         shape(tables["full"][1]), BLOCK_SIZE=B, mask_mod=_mask_mod(plan, parts),
         seq_lengths=(plan.q_index.numel(), plan.k_index.numel()))
-    plan._flex_block_mask = mask
+    plan.cache["flex_block_mask"] = mask
     return mask
 
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 import torch
 from torch import Tensor
 
-from ..patterns.combine import Difference, Union, candidates
+from ..patterns import Difference, Union, candidates, key_order, query_order
 
 # Elements of one chunk's tile-mask evaluation (int64 temporaries are 8x this in bytes).
 _CHUNK_ELEMENTS = 1 << 23
@@ -70,6 +70,7 @@ class Plan:
     q_identity: bool             # virtual queries are the natural ones (no sort, no padding)
     k_identity: bool             # likewise for keys
     all_live: bool = True        # every query sees some key
+    cache: dict = field(default_factory=dict, repr=False)  # kernels' derived objects (flex block mask)
 
     def key_slots(self) -> list[tuple[int, Tensor]]:
         """Per key copy: its start on the virtual axis and the slot of each natural key."""
@@ -163,7 +164,7 @@ def build_plan(parts, query_order, n, m, q_offset, block, heads, device) -> Plan
     q_pos = q_index + q_offset
     k_perms, chunks = [], []
     for p in parts:
-        perm = _ordered(torch.arange(m, device=dev), getattr(p, "key_order", None))
+        perm = _ordered(torch.arange(m, device=dev), key_order(p))
         k_perms.append(perm)
         chunks.append(_pad(perm, block))
     k_index = torch.cat([c[0] for c in chunks])
@@ -205,7 +206,7 @@ def build_plan(parts, query_order, n, m, q_offset, block, heads, device) -> Plan
     return Plan(block, n, n_q_tiles, n_k_tiles, heads, q_index, q_valid, q_pos, k_index, k_valid,
                 k_index, k_part, k_perms, k_pads, buckets, natural, q_slot,
                 query_order is None and n % block == 0,
-                len(parts) == 1 and getattr(parts[0], "key_order", None) is None and m % block == 0,
+                len(parts) == 1 and key_order(parts[0]) is None and m % block == 0,
                 bool(natural.all()))
 
 
@@ -322,9 +323,9 @@ def split(pattern) -> tuple:
     key is never counted twice when groups are merged by log-sum-exp.
     """
     members = _flatten(pattern)
-    orders = [(getattr(p, "query_order", None), getattr(p, "key_order", None)) for p in members]
+    orders = [(query_order(p), key_order(p)) for p in members]
     if len(set(orders)) == 1:
-        return ((getattr(pattern, "query_order", None), (pattern,)),)
+        return ((query_order(pattern), (pattern,)),)
     by_query: OrderedDict = OrderedDict()
     for p, (qo, ko) in zip(members, orders):
         by_query.setdefault(qo, OrderedDict()).setdefault(ko, []).append(p)

@@ -31,8 +31,10 @@ class ReferenceKernel:
         if bias is not None:
             scores = scores + bias
         allowed = allowed_mask(pattern, q, k, q_offset, key_padding)
+        # Half precisions take the softmax in fp32; fp64 stays fp64 (this is the ground truth).
         # A finite fill keeps fully masked rows NaN-free; they are zeroed below.
-        scores = scores.float().masked_fill(~allowed, torch.finfo(torch.float32).min)
+        acc = torch.promote_types(scores.dtype, torch.float32)
+        scores = scores.to(acc).masked_fill(~allowed, torch.finfo(acc).min)
         weights = torch.softmax(scores, dim=-1)
         weights = (weights * allowed.any(-1, keepdim=True)).to(q.dtype)
         dropped = F.dropout(weights, p=dropout_p) if dropout_p > 0 else weights

@@ -1,15 +1,15 @@
-"""Attention patterns. New patterns register a constructor in ``PATTERNS``."""
-from .base import Pattern, dense_mask
+"""Attention patterns. A new pattern registers its constructor in ``PATTERNS``
+(``tfamily.registry``): the spec's valid pattern names and parameter keys come from there."""
+from ...registry import PATTERNS
+from .base import (BlockCandidates, HeadDependent, Order, Pattern, Reordered, SoftPattern, candidates,
+                   dense_mask, is_per_head, key_order, query_order)
 from .basic import Causal, Full
 
 from .bigbird import RandomBlocks, bigbird, longformer
 from .combine import Difference, Intersect, PerHead, Union
 from .factorized import FixedBlock, FixedSummary, StridedColumns, factorized, fixed, strided
-from .local import GlobalTokens, Local1D, Local2D, SlidingWindow, from_block_raster, to_block_raster
+from .local import GlobalTokens, Local1D, Local2D, SlidingWindow
 from .order import Residue, SummaryFirst
-
-# name -> constructor(**params). build.py resolves spec names through this table.
-PATTERNS: dict = {"full": Full, "causal": Causal}
 
 
 def resolve(spec, layer: int = 0):
@@ -19,34 +19,24 @@ def resolve(spec, layer: int = 0):
     layer index unless the params fix it. Combinators below resolve their sub-specs
     through here, so ``{"name": "union", "params": {"patterns": [...]}}`` nests.
     """
-    if callable(getattr(spec, "mask_mod", None)):
+    if isinstance(spec, Pattern):
         return spec
     if isinstance(spec, dict):
         bad = set(spec) - {"name", "params", "per_layer"}
         if bad or "name" not in spec:
             raise ValueError(f"a pattern spec is a dict with 'name' and optional 'params', got {spec!r}")
-        name, params = spec["name"], dict(spec.get("params") or {})
+        name, params = spec["name"], spec.get("params") or {}
     else:
-        name, params = spec.name, dict(spec.params)
-    if name not in PATTERNS:
-        raise ValueError(f"unknown pattern {name!r}; valid patterns: {', '.join(sorted(PATTERNS))}")
-    ctor = PATTERNS[name]
-    if "layer" not in params and _takes_layer(ctor):
+        name, params = spec.name, spec.params
+    entry = PATTERNS.entry(name)
+    if entry.needs:
+        raise ValueError(f"pattern {name!r} is learned per head and is built by the model "
+                         f"(tfamily.build), not nested inside another pattern")
+    PATTERNS.check_params(name, params, where="pattern params")
+    params = dict(params)
+    if "layer" not in params and "layer" in (entry.params() or ()):
         params["layer"] = layer
-    try:
-        return ctor(**params)
-    except TypeError as e:
-        if "unexpected keyword" in str(e) or "got an unexpected" in str(e):
-            raise TypeError(f"pattern {name!r}: {e}") from None
-        raise
-
-
-def _takes_layer(ctor) -> bool:
-    import inspect
-    try:
-        return "layer" in inspect.signature(ctor).parameters
-    except (TypeError, ValueError):
-        return False
+    return entry.make(**params)
 
 
 def _union(patterns=({"name": "causal"},), layer: int = 0, name: str = "union"):
@@ -61,17 +51,20 @@ def _per_head(patterns=({"name": "causal"},), layer: int = 0, name: str = "per_h
     return PerHead([resolve(p, layer) for p in patterns], name=name)
 
 
-PATTERNS.update({
+for _name, _make in {
+    "full": Full, "causal": Causal,
     "sliding_window": SlidingWindow, "global_tokens": GlobalTokens, "longformer": longformer,
     "local_1d": Local1D, "local_2d": Local2D,
     "strided_columns": StridedColumns, "strided": strided,
     "fixed_block": FixedBlock, "fixed_summary": FixedSummary, "fixed": fixed,
     "random_blocks": RandomBlocks, "bigbird": bigbird,
     "union": _union, "intersect": _intersect, "per_head": _per_head,
-})
+}.items():
+    PATTERNS.register(_name, _make)
 
-__all__ = ["Pattern", "dense_mask", "Full", "Causal", "PATTERNS", "resolve",
-           "SlidingWindow", "GlobalTokens", "Local1D", "Local2D", "to_block_raster", "from_block_raster",
+__all__ = ["Pattern", "BlockCandidates", "Reordered", "HeadDependent", "SoftPattern", "Order",
+           "candidates", "is_per_head", "query_order", "key_order", "dense_mask", "Full", "Causal", "PATTERNS", "resolve",
+           "SlidingWindow", "GlobalTokens", "Local1D", "Local2D",
            "StridedColumns", "FixedBlock", "FixedSummary", "strided", "fixed", "factorized",
            "RandomBlocks", "bigbird", "longformer", "Union", "Intersect", "Difference", "PerHead",
            "Residue", "SummaryFirst"]

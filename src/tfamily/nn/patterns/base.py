@@ -28,23 +28,76 @@ class Pattern(Protocol):
     def mask_mod(self, b: Tensor, h: Tensor, q_idx: Tensor, kv_idx: Tensor) -> Tensor: ...
 
 
-# Optional parts of a pattern, read with getattr by the block-sparse kernels
-# (nn/kernels/layout.py); a pattern without them is still correct, only slower to plan:
-#   per_head: bool                      mask_mod depends on h (then h is the real head index).
-#   block_candidates(qpos, kpos, heads) -> bool (H|1, nq, nk): a superset of the tile pairs
-#       holding any allowed (i, j). ``qpos`` (nq, B) / ``kpos`` (nk, B) are the absolute
-#       positions in each tile (tail padding repeats a real position); ``heads`` the head
-#       indices. Without it the planner tests every tile pair (O(L^2) work once per length).
-#   query_order / key_order: an ``Order`` putting the positions where the pattern is
-#       block-sparse (Child et al. 2019, section 4.1: strided attention is computed on the
-#       transposed sequence). Absent or None = natural order.
-
-
 @runtime_checkable
 class Order(Protocol):
     """A hashable rule ``key(pos) -> int tensor``; positions are stably sorted by it."""
 
     def key(self, pos: Tensor) -> Tensor: ...
+
+
+# Capabilities a pattern may declare on top of ``Pattern``. Kernels test them with
+# isinstance; a pattern without them is still correct, only slower to plan.
+
+
+@runtime_checkable
+class BlockCandidates(Protocol):
+    """``block_candidates(qpos, kpos, heads) -> bool (H|1, nq, nk)``: a superset of the tile
+    pairs holding any allowed (i, j). ``qpos`` (nq, B) / ``kpos`` (nk, B) are the absolute
+    positions in each tile (tail padding repeats a real position); ``heads`` the head
+    indices. Without it the planner tests every tile pair (O(L^2) work once per length)."""
+
+    def block_candidates(self, qpos: Tensor, kpos: Tensor, heads) -> Tensor: ...
+
+
+@runtime_checkable
+class Reordered(Protocol):
+    """The orders putting the positions where the pattern is block-sparse (Child et al. 2019,
+    section 4.1: strided attention is computed on the transposed sequence); None = natural."""
+
+    @property
+    def query_order(self) -> Order | None: ...
+
+    @property
+    def key_order(self) -> Order | None: ...
+
+
+@runtime_checkable
+class HeadDependent(Protocol):
+    """``per_head``: True when ``mask_mod`` depends on h (then h is the real head index)."""
+
+    @property
+    def per_head(self) -> bool: ...
+
+
+@runtime_checkable
+class SoftPattern(Protocol):
+    """A learned pattern (adaptive span, Sukhbaatar et al. 2019): before the kernel runs,
+    ``soften`` trims keys no head can see and adds its log-weights to the score bias;
+    ``memory_needed`` says how many past positions the next segment can still see."""
+
+    def soften(self, q: Tensor, k: Tensor, v: Tensor, *, q_offset: int, key_padding: Tensor | None,
+               bias: Tensor | None) -> tuple: ...
+
+    def memory_needed(self) -> int: ...
+
+
+def query_order(pattern) -> Order | None:
+    return pattern.query_order if isinstance(pattern, Reordered) else None
+
+
+def key_order(pattern) -> Order | None:
+    return pattern.key_order if isinstance(pattern, Reordered) else None
+
+
+def is_per_head(pattern) -> bool:
+    return isinstance(pattern, HeadDependent) and bool(pattern.per_head)
+
+
+def candidates(pattern, qpos: Tensor, kpos: Tensor, heads) -> Tensor:
+    """A pattern's tile-pair superset ``(H|1, nq, nk)``; every pair when it offers none."""
+    if isinstance(pattern, BlockCandidates):
+        return pattern.block_candidates(qpos, kpos, heads)
+    return torch.ones(1, qpos.shape[0], kpos.shape[0], dtype=torch.bool, device=qpos.device)
 
 
 def check_int(owner: str, name: str, value, lo: int = 1) -> None:

@@ -87,14 +87,57 @@ class RandomBlocks:
         return hit & (k_lo[None, :] <= q_hi[:, None])[None] if self.causal else hit
 
 
+@dataclass(frozen=True)
+class BlockWindow:
+    """The blocked sliding window (section 2 and appendix D): query block k sees key blocks
+    k - radius ... k + radius, so with radius 1 a window of 3 blocks, the query's own and
+    one on each side. ``causal`` also drops keys after the query."""
+
+    block: int = 64
+    radius: int = 1
+    causal: bool = False
+    name: str = "block_window"
+
+    def __post_init__(self):
+        check_int(self.name, "block", self.block)
+        check_int(self.name, "radius", self.radius, lo=0)
+
+    def mask_mod(self, b: Tensor, h: Tensor, q_idx: Tensor, kv_idx: Tensor) -> Tensor:
+        qb = torch.div(q_idx, self.block, rounding_mode="floor")
+        kb = torch.div(kv_idx, self.block, rounding_mode="floor")
+        near = (kb - qb).abs() <= self.radius
+        return near & (kv_idx <= q_idx) if self.causal else near
+
+    def block_candidates(self, qpos: Tensor, kpos: Tensor, heads) -> Tensor:
+        (q_lo, q_hi), (k_lo, k_hi) = tile_range(qpos), tile_range(kpos)
+        first = (torch.div(q_lo, self.block, rounding_mode="floor") - self.radius) * self.block
+        end = (torch.div(q_hi, self.block, rounding_mode="floor") + self.radius + 1) * self.block
+        right = torch.minimum(end, q_hi + 1) if self.causal else end
+        return ((k_hi[None, :] >= first[:, None]) & (k_lo[None, :] < right[:, None]))[None]
+
+
 def bigbird(block: int = 64, window: int | None = None, n_global: int | None = None,
             n_random: int = 3, seed: int = 0, layer: int = 0, causal: bool = True,
             n_blocks: int | None = None) -> Union:
     """Global + window + random (section 2, eq. 2's graph). Defaults follow the paper's
-    blocked layout: a window of 3 blocks and 2 global blocks."""
+    blocked layout: a window of 3 blocks and 2 global blocks.
+
+    Two-sided (``causal=False``, the paper's encoder): the window is block-aligned, the
+    query's block and (window / block - 1) / 2 blocks on each side, so ``window`` must be
+    an odd multiple of ``block``. Causal: the ``window`` keys up to and including the query
+    (a ``SlidingWindow``), as wide as the paper's window, all of it in the past."""
     window = 3 * block if window is None else window
     n_global = 2 * block if n_global is None else n_global
-    return Union(SlidingWindow(window, causal=causal), GlobalTokens(n_global, causal=causal),
+    check_int("bigbird", "window", window)
+    if causal:
+        local = SlidingWindow(window, causal=True)
+    else:
+        if window % block or (window // block) % 2 == 0:
+            raise ValueError(f"bigbird: a two-sided window spans whole blocks, the query's and as many on "
+                             f"each side: window must be an odd multiple of block={block}, got "
+                             f"window={window}; e.g. window={3 * block}")
+        local = BlockWindow(block, (window // block - 1) // 2)
+    return Union(local, GlobalTokens(n_global, causal=causal),
                  RandomBlocks(n_random, block, seed, layer, causal, n_blocks), name="bigbird")
 
 

@@ -6,22 +6,12 @@ order and merged by log-sum-exp, a per-head mix is computed head group by group)
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import torch
 from torch import Tensor
 
-
-def candidates(pattern, qpos: Tensor, kpos: Tensor, heads) -> Tensor:
-    """A pattern's tile-pair superset ``(H|1, nq, nk)``; every pair when it offers none."""
-    fn = getattr(pattern, "block_candidates", None)
-    if fn is None:
-        return torch.ones(1, qpos.shape[0], kpos.shape[0], dtype=torch.bool, device=qpos.device)
-    return fn(qpos, kpos, heads)
-
-
-def is_per_head(pattern) -> bool:
-    return bool(getattr(pattern, "per_head", False))
+from .base import Pattern, candidates, is_per_head, key_order, query_order
 
 
 def _same(values):
@@ -34,8 +24,9 @@ def _check_patterns(owner: str, patterns) -> tuple:
     if not patterns:
         raise ValueError(f"{owner} needs at least one pattern, got none")
     for p in patterns:
-        if not callable(getattr(p, "mask_mod", None)):
-            raise TypeError(f"{owner} takes patterns (objects with mask_mod), got {type(p).__name__}")
+        if not isinstance(p, Pattern):
+            raise TypeError(f"{owner} takes patterns (objects with name, causal and mask_mod), "
+                            f"got {type(p).__name__}")
     return patterns
 
 
@@ -60,11 +51,11 @@ class Union:
 
     @property
     def query_order(self):
-        return _same(getattr(p, "query_order", None) for p in self.patterns)
+        return _same(query_order(p) for p in self.patterns)
 
     @property
     def key_order(self):
-        return _same(getattr(p, "key_order", None) for p in self.patterns)
+        return _same(key_order(p) for p in self.patterns)
 
     def mask_mod(self, b: Tensor, h: Tensor, q_idx: Tensor, kv_idx: Tensor) -> Tensor:
         out = self.patterns[0].mask_mod(b, h, q_idx, kv_idx)
@@ -101,11 +92,11 @@ class Intersect:
     # The intersection is a subset of each member, so any member's order keeps it sparse.
     @property
     def query_order(self):
-        return next((o for p in self.patterns if (o := getattr(p, "query_order", None))), None)
+        return next((o for p in self.patterns if (o := query_order(p))), None)
 
     @property
     def key_order(self):
-        return next((o for p in self.patterns if (o := getattr(p, "key_order", None))), None)
+        return next((o for p in self.patterns if (o := key_order(p))), None)
 
     def mask_mod(self, b: Tensor, h: Tensor, q_idx: Tensor, kv_idx: Tensor) -> Tensor:
         out = self.patterns[0].mask_mod(b, h, q_idx, kv_idx)
@@ -139,11 +130,11 @@ class Difference:
 
     @property
     def query_order(self):
-        return getattr(self.base, "query_order", None)
+        return query_order(self.base)
 
     @property
     def key_order(self):
-        return getattr(self.base, "key_order", None)
+        return key_order(self.base)
 
     def mask_mod(self, b: Tensor, h: Tensor, q_idx: Tensor, kv_idx: Tensor) -> Tensor:
         out = self.base.mask_mod(b, h, q_idx, kv_idx)

@@ -112,6 +112,8 @@ class FixedSummary:
                 raise ValueError(f"{self.name}: offset {o} with summary={self.summary} reaches past "
                                  f"the block of {self.block}; need (offset + 1) * c <= l")
 
+    query_order = None  # queries stay in natural order; only the summary keys move
+
     @property
     def per_head(self) -> bool:
         return len(self.offsets) > 1

@@ -114,7 +114,7 @@ class Local2D:
 
     An image ``width`` pixels wide is cut into query blocks of ``block_h x block_w``
     pixels, and the sequence lists pixels in block-raster order (blocks in raster
-    order, pixels in raster order inside a block; see ``to_block_raster``). A query
+    order, pixels in raster order inside a block; see ``data.pixels.to_block_raster``). A query
     sees its block's memory rectangle, extended by ``memory_h`` rows above and
     ``memory_w`` columns left and right, restricted to positions generated before it.
     """
@@ -128,8 +128,8 @@ class Local2D:
     causal: ClassVar[bool] = True
 
     def __post_init__(self):
-        for field_ in ("width", "block_h", "block_w"):
-            check_int(self.name, field_, getattr(self, field_))
+        for field_, value in (("width", self.width), ("block_h", self.block_h), ("block_w", self.block_w)):
+            check_int(self.name, field_, value)
         check_int(self.name, "memory_h", self.memory_h, lo=0)
         check_int(self.name, "memory_w", self.memory_w, lo=0)
         if self.width % self.block_w:
@@ -165,18 +165,3 @@ class Local2D:
         for a in range(up + 1):
             cand |= (kb_hi >= qb_lo - a * per_row - side) & (kb_lo <= qb_hi - a * per_row + side)
         return (cand & (k_lo[None, :] <= q_hi[:, None]))[None]
-
-
-def to_block_raster(image: Tensor, block_h: int, block_w: int) -> Tensor:
-    """``(..., H, W) -> (..., H * W)`` in block-raster order (Parmar et al. 2018, fig. 2)."""
-    hh, ww = image.shape[-2:]
-    if hh % block_h or ww % block_w:
-        raise ValueError(f"image {hh}x{ww} does not tile into {block_h}x{block_w} blocks")
-    x = image.reshape(*image.shape[:-2], hh // block_h, block_h, ww // block_w, block_w)
-    return x.transpose(-3, -2).reshape(*image.shape[:-2], hh * ww)
-
-
-def from_block_raster(seq: Tensor, height: int, width: int, block_h: int, block_w: int) -> Tensor:
-    """Inverse of ``to_block_raster``: ``(..., H * W) -> (..., H, W)``."""
-    x = seq.reshape(*seq.shape[:-1], height // block_h, width // block_w, block_h, block_w)
-    return x.transpose(-3, -2).reshape(*seq.shape[:-1], height, width)

@@ -1,17 +1,19 @@
-"""Position encodings. Input-level ones (added to embeddings) register in
-``INPUT_POSITIONS``; attention-level ones (relative, rotary) in ``ATTENTION_POSITIONS``."""
+"""Position encodings, registered in ``POSITIONS`` (``tfamily.registry``).
+
+``stage="input"`` parts are added to the embeddings once (``InputPosition``);
+``stage="attention"`` parts are built per attention layer and change its queries,
+keys and scores (``AttentionPosition``, e.g. relative or rotary). ``needs`` are the
+sizes the builder supplies; any other constructor keyword is a ``position.params`` key.
+"""
+from ...registry import POSITIONS
 from .absolute import InputPosition, Learned, NoPosition, Sinusoidal, sinusoid_table
 from .relative import RelativePosition
 
-INPUT_POSITIONS: dict = {
-    "sinusoidal": lambda d_model, max_len: Sinusoidal(d_model),
-    "learned": lambda d_model, max_len: Learned(max_len, d_model),
-    "none": lambda d_model, max_len: NoPosition(),
-}
-# name -> constructor(d_model, n_heads, d_head, **params) returning an AttentionPosition
-ATTENTION_POSITIONS: dict = {
-    "relative": RelativePosition,  # Dai et al. 2019 (Transformer-XL); params clamp_len, same_length
-}
+POSITIONS.register("sinusoidal", Sinusoidal, needs=("d_model",), stage="input")
+POSITIONS.register("learned", Learned, needs=("max_len", "d_model"), stage="input")
+POSITIONS.register("none", NoPosition, stage="input")
+# Dai et al. 2019 (Transformer-XL); params clamp_len, same_length
+POSITIONS.register("relative", RelativePosition, needs=("d_model", "n_heads", "d_head"), stage="attention")
 
 __all__ = ["InputPosition", "Learned", "NoPosition", "Sinusoidal", "sinusoid_table",
-           "RelativePosition", "INPUT_POSITIONS", "ATTENTION_POSITIONS"]
+           "RelativePosition", "POSITIONS"]

@@ -19,11 +19,13 @@ class InputPosition(Protocol):
         """``x``: (b, n, d) embeddings of positions offset..offset+n-1; returns x with positions."""
 
 
-def sinusoid_table(positions: Tensor, d_model: int) -> Tensor:
-    """``(n,) -> (n, d_model)`` sinusoids; odd d_model drops the last cosine."""
-    i = torch.arange(0, d_model, 2, device=positions.device, dtype=torch.float32)
+def sinusoid_table(positions: Tensor, d_model: int, dtype: torch.dtype = torch.float32) -> Tensor:
+    """``(n,) -> (n, d_model)`` sinusoids; odd d_model drops the last cosine. Computed in
+    ``dtype`` when it is wider than fp32 (fp64 models get fp64 angles), else in fp32."""
+    acc = torch.promote_types(dtype, torch.float32)
+    i = torch.arange(0, d_model, 2, device=positions.device, dtype=acc)
     inv_freq = torch.exp(-math.log(10000.0) * i / d_model)
-    ang = positions.float()[:, None] * inv_freq[None, :]
+    ang = positions.to(acc)[:, None] * inv_freq[None, :]
     pe = torch.stack([ang.sin(), ang.cos()], dim=-1).flatten(-2)
     return pe[:, :d_model]
 
@@ -35,7 +37,7 @@ class Sinusoidal(nn.Module):
 
     def forward(self, x: Tensor, offset: int = 0) -> Tensor:
         pos = torch.arange(offset, offset + x.shape[1], device=x.device)
-        return x + sinusoid_table(pos, self.d_model).to(x.dtype)
+        return x + sinusoid_table(pos, self.d_model, x.dtype).to(x.dtype)
 
 
 class Learned(nn.Module):

@@ -83,7 +83,7 @@ class RelativePosition(nn.Module):
 
     def embeddings(self, d: Tensor, dtype: torch.dtype) -> Tensor:
         """``(L,) -> (h, L, e)``: W_R^k r_d for each distance d."""
-        r = sinusoid_table(d, self.d_model).to(dtype)
+        r = sinusoid_table(d, self.d_model, dtype).to(dtype)
         return rearrange(self.r_proj(r), "l (h e) -> h l e", h=self.n_heads)
 
     def forward(self, q: Tensor, k: Tensor, *, q_offset: int, k_offset: int,

@@ -1,0 +1,155 @@
+"""One registry per design axis: the names a spec may choose and the part each name builds.
+
+The registry is the single source of truth for an axis's choices: ``spec.py`` derives its
+valid names and parameter keys from here, and ``build.py`` constructs parts through here.
+
+Import direction: this module imports nothing from tfamily. Parts register into it
+(``nn/patterns``, ``nn/kernels``, ``nn/position``, ``nn/projection``, ``nn/residual``,
+``nn/feedforward`` and, for the axes whose constructors assemble several parts, ``build``),
+and ``spec.py`` reads it, so the spec never imports ``nn/``. Each registry names the
+modules that register into it (``providers``) and imports them the first time its names
+are read, so the valid names are the registered ones whichever module was imported first.
+
+An entry is a constructor plus ``needs``: the arguments the builder supplies from the
+spec's shape (``d_model``, ``n_heads``, ...). Every other keyword of the constructor is a
+user parameter (``params`` in the spec), so the valid parameter keys come from the
+constructor's signature, never from a list kept by hand.
+"""
+from __future__ import annotations
+
+import importlib
+import inspect
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Entry:
+    """``make(**needs, **params)`` builds the part; ``info`` holds facts the builder reads
+    (a position's stage, whether a residual needs a final norm)."""
+
+    name: str
+    make: Callable
+    needs: tuple[str, ...] = ()
+    info: Mapping[str, Any] = field(default_factory=dict)
+
+    def params(self) -> tuple[str, ...] | None:
+        """The user parameter keys: the constructor's named keywords minus ``needs``.
+        A ``**kwargs`` catch-all adds none (``nn.Module`` subclasses without their own
+        ``__init__`` show one), so every accepted key is a named one. None when the
+        constructor has no signature to read."""
+        try:
+            sig = inspect.signature(self.make)
+        except (TypeError, ValueError):
+            return None
+        return tuple(p.name for p in sig.parameters.values()
+                     if p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD) and p.name not in self.needs)
+
+
+class Registry(Mapping):
+    """``name -> constructor`` for one axis; reads as a mapping (``REG[name]``, ``in``,
+    ``sorted(REG)``) and builds with ``REG.make(name, params, **supplied)``."""
+
+    def __init__(self, axis: str, providers: tuple[str, ...] = ()):
+        self.axis, self.providers = axis, providers
+        self._entries: dict[str, Entry] = {}
+        self._loaded = not providers
+
+    def register(self, name: str, make: Callable, *, needs: tuple[str, ...] = (), **info) -> Callable:
+        old = self._entries.get(name)
+        if old is not None and old.make is not make:
+            raise ValueError(f"{self.axis} {name!r} is already registered to {old.make!r}; pick another name")
+        self._entries[name] = Entry(name, make, tuple(needs), info)
+        return make
+
+    def _load(self) -> None:
+        if not self._loaded:
+            self._loaded = True  # before importing: a provider reads its own registry while loading
+            for module in self.providers:
+                importlib.import_module(module)
+
+    def entry(self, name: str) -> Entry:
+        self.check(name)
+        return self._entries[name]
+
+    def names(self) -> list[str]:
+        self._load()
+        return sorted(self._entries)
+
+    def check(self, name: Any) -> None:
+        """Refuse a name that is not registered, listing the valid ones."""
+        if not isinstance(name, str):
+            raise TypeError(f"{self.axis} must be a string naming a choice, got {name!r}; "
+                            f"valid: {', '.join(self.names())}")
+        self._load()
+        if name not in self._entries:
+            raise ValueError(f"unknown {self.axis} {name!r}; valid choices: {', '.join(self.names())}")
+
+    def valid_params(self, name: str) -> tuple[str, ...] | None:
+        return self.entry(name).params()
+
+    def check_params(self, name: str, params: Any, where: str | None = None) -> None:
+        """Refuse ``params`` that is not a dict or has keys the part does not take."""
+        where = where or f"{self.axis}.params"
+        if not isinstance(params, Mapping):
+            raise TypeError(f"{where} must be a dict of parameters for {self.axis} {name!r}, got {params!r}")
+        bad = [k for k in params if not isinstance(k, str)]
+        if bad:
+            raise TypeError(f"{where} keys must be strings, got {bad!r}")
+        valid = self.valid_params(name)
+        if valid is None:
+            return
+        unknown = sorted(set(params) - set(valid))
+        if unknown:
+            listed = ", ".join(valid) if valid else f"none ({self.axis} {name!r} takes no parameters)"
+            raise ValueError(f"unknown {where} {unknown} for {self.axis} {name!r}; valid keys: {listed}")
+
+    def make(self, name: str, params: Mapping | None = None, /, **supplied: Any) -> Any:
+        """Build ``name`` with its params and the ``needs`` taken from ``supplied``."""
+        params = dict(params or {})
+        self.check_params(name, params)
+        entry = self._entries[name]
+        missing = [k for k in entry.needs if k not in supplied]
+        if missing:
+            raise TypeError(f"building {self.axis} {name!r} needs {missing} from the builder")
+        return entry.make(**{k: supplied[k] for k in entry.needs}, **params)
+
+    # -- Mapping -------------------------------------------------------------------------
+    def __getitem__(self, name: str) -> Callable:
+        return self.entry(name).make
+
+    def __contains__(self, name: object) -> bool:
+        self._load()
+        return name in self._entries
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.names())
+
+    def __len__(self) -> int:
+        self._load()
+        return len(self._entries)
+
+    def __repr__(self) -> str:
+        return f"Registry({self.axis!r}, {self.names() if self._loaded else '...'})"
+
+
+_BUILD = "tfamily.build"
+
+MODELS = Registry("model", (_BUILD,))
+PATTERNS = Registry("pattern", ("tfamily.nn.patterns", "tfamily.nn.adaptive_span"))
+KERNELS = Registry("kernel", ("tfamily.nn.kernels",))
+POSITIONS = Registry("position", ("tfamily.nn.position",))
+HEADS = Registry("heads", ("tfamily.nn.projection",))
+RESIDUALS = Registry("residual", ("tfamily.nn.residual",))
+DEPTHS = Registry("depth", (_BUILD,))
+STATES = Registry("state", (_BUILD,))
+FEEDFORWARDS = Registry("ff", ("tfamily.nn.feedforward",))
+ACTIVATIONS = Registry("activation", ("tfamily.nn.feedforward",))
+OBJECTIVES = Registry("objective", (_BUILD,))
+# Cross-axis checks (name -> check(spec) raising ValueError), run on every Spec; the ones
+# that need a part (a kernel validating its parameters) live next to build (tfamily/checks.py).
+CHECKS = Registry("check", ("tfamily.checks",))
+
+AXES: dict[str, Registry] = {r.axis: r for r in (MODELS, PATTERNS, KERNELS, POSITIONS, HEADS, RESIDUALS,
+                                                  DEPTHS, STATES, FEEDFORWARDS, ACTIVATIONS, OBJECTIVES)}
