@@ -67,9 +67,9 @@ def test_non_finite_loss_stops_naming_the_step_and_keeps_the_last_checkpoint(tmp
 
 
 class _Fixed:
-    """A source that always yields the same rows, split into micro-batches."""
+    """A task that always yields the same rows, split into micro-batches."""
 
-    kind, stream, epoch, vocab = "text", False, 0, None
+    kind, unit, vocab, carries_state = "text", "tokens", None, False
 
     def __init__(self, x, y, rows):
         self.x, self.y, self.rows, self.i = x, y, rows, 0
@@ -78,6 +78,9 @@ class _Fixed:
         sl = slice(self.i * self.rows, (self.i + 1) * self.rows)
         self.i = (self.i + 1) % (len(self.x) // self.rows)
         return {"x": self.x[sl], "y": self.y[sl]}
+
+    def size(self, batch):
+        return batch["x"].numel()
 
 
 def test_accumulation_equals_one_big_batch(tmp_path):
@@ -88,7 +91,7 @@ def test_accumulation_equals_one_big_batch(tmp_path):
     for batch, accum, name in ((8, 1, "a"), (4, 2, "b")):
         t = loop.Trainer(load(None, {**TINY, "train.out": str(tmp_path / name), "train.batch_size": batch,
                                      "train.accum": accum, "train.grad_clip": None}))
-        t.source = _Fixed(x, y, batch)
+        t.task = _Fixed(x, y, batch)
         grads = []
         t.optimizer.register_step_pre_hook(
             lambda opt, args, kwargs: grads.append([p.grad.clone() for p in t.model.parameters()]))
@@ -147,7 +150,7 @@ def test_stream_mode_carries_memory_and_resumes_it_exactly(tmp_path, monkeypatch
     full.fit()
     assert full.state.memory_lengths == [16, 16] and full.state.offset == 8 * 16
     meta = checkpoint.load(tmp_path / "full").meta
-    assert meta["carry"] == {"offset": 128, "epoch": 0} and meta["data"]["type"] == "StreamBatches"
+    assert meta["carry"] == {"values": {"offset": 128, "mem_len": 16}} and meta["data"]["type"] == "StreamBatches"
 
     part = loop.Trainer(load(None, {**TINY, **XL, "train.out": str(tmp_path / "part"), "train.max_steps": 4}))
     part.fit()
@@ -189,12 +192,12 @@ def test_auto_threads_times_both_and_leaves_training_state_alone(tmp_path):
     try:
         torch.set_num_threads(2)
         t = loop.Trainer(cfg(tmp_path, model__dropout=0.1))
-        rng, position = torch.get_rng_state(), t.source.state_dict()
-        t._pick_auto(threads=True, precision=False)
+        rng, position = torch.get_rng_state(), t.task.state_dict()
+        t._autotune(threads=True, precision=False)
         rates = t.thread_rates
         assert set(rates) == {1, 2} and all(r > 0 for r in rates.values())
         assert torch.get_num_threads() == max(rates, key=rates.get)
-        assert torch.equal(torch.get_rng_state(), rng) and t.source.state_dict() == position
+        assert torch.equal(torch.get_rng_state(), rng) and t.task.state_dict() == position
         assert t.precision_rates is None and t.precision == "fp32"
     finally:
         torch.set_num_threads(before)
@@ -209,14 +212,14 @@ def _native_bf16(monkeypatch):
 
 def test_auto_precision_on_a_bf16_cpu_times_both_and_keeps_the_faster(tmp_path, monkeypatch):
     _native_bf16(monkeypatch)   # bf16 is emulated on some CI CPUs: the timing still decides
-    probe = loop.Trainer._probe
+    probe = loop.Trainer._measure
     seen = []
 
-    def spy(self, settings, **kw):
-        rates = probe(self, settings, **kw)
+    def spy(self, settings):
+        rates = probe(self, settings)
         seen.append(rates)
         return rates
-    monkeypatch.setattr(loop.Trainer, "_probe", spy)
+    monkeypatch.setattr(loop.Trainer, "_measure", spy)
     t = loop.Trainer(cfg(tmp_path, train__precision="auto", train__threads=1))
     assert set(t.precision_rates) == {"fp32", "bf16"} and all(r > 0 for r in t.precision_rates.values())
     assert t.precision == max(t.precision_rates, key=t.precision_rates.get)
@@ -230,13 +233,13 @@ def test_auto_precision_on_a_bf16_cpu_times_both_and_keeps_the_faster(tmp_path, 
 
 
 def test_auto_precision_is_static_off_bf16_cpus_and_kept_on_resume(tmp_path, monkeypatch):
-    monkeypatch.setattr(loop.Trainer, "_probe", lambda *a, **k: pytest.fail("nothing to time"))
+    monkeypatch.setattr(loop.Trainer, "_measure", lambda *a, **k: pytest.fail("nothing to time"))
     from tfamily.train import device
     monkeypatch.setattr(device, "cpu_has_bf16", lambda: False)
     assert loop.Trainer(cfg(tmp_path, train__precision="auto", train__threads=1)).precision == "fp32"
     _native_bf16(monkeypatch)
-    monkeypatch.setattr(loop.Trainer, "_probe",
-                        lambda self, settings, **k: {s: 2.0 if s[1] == "bf16" else 1.0 for s in settings})
+    monkeypatch.setattr(loop.Trainer, "_measure",
+                        lambda self, settings: {s: 2.0 if s[1] == "bf16" else 1.0 for s in settings})
     c = cfg(tmp_path, train__out=str(tmp_path / "b"), train__precision="auto", train__threads=1,
             train__max_steps=2, train__ckpt_every=2)
     first = loop.Trainer(c)
@@ -244,6 +247,6 @@ def test_auto_precision_is_static_off_bf16_cpus_and_kept_on_resume(tmp_path, mon
     first.fit()
     assert checkpoint.load(tmp_path / "b").meta["precision"] == "bf16"
     # Timing now favours fp32, but a resumed run continues in the precision it ran in.
-    monkeypatch.setattr(loop.Trainer, "_probe", lambda *a, **k: pytest.fail("a resumed run is not re-timed"))
+    monkeypatch.setattr(loop.Trainer, "_measure", lambda *a, **k: pytest.fail("a resumed run is not re-timed"))
     resumed = loop.Trainer(loop.resume_config(tmp_path / "b", {"train.max_steps": 4}), resume=tmp_path / "b")
     assert resumed.precision == "bf16"

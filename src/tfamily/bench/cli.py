@@ -1,11 +1,14 @@
 """`tfamily bench NAME`, `tfamily patterns`, `tfamily plot NAME`, `tfamily repro NAME`.
 
 Each benchmark, plot or reproduction is a module with ``add_args(parser)`` and
-``run(args) -> int``, listed here by name and imported only when used.
+``run(args) -> int``, listed by name (benchmarks and plots here, reproductions in
+``tfamily.repro.REPROS``) and imported only when used.
 """
 from __future__ import annotations
 
 import importlib
+
+from ..repro import REPROS
 
 BENCHES = {
     "attention": "tfamily.bench.attention",
@@ -17,12 +20,6 @@ BENCHES = {
 }
 PLOTS = {
     "spans": "tfamily.bench.spans",
-}
-REPROS = {
-    "reformer-duplication": "tfamily.bench.reformer_duplication",
-    "sparse-text": "tfamily.bench.sparse_text",
-    "mnist-local2d": "tfamily.bench.mnist_pixels",
-    "act-parity": "tfamily.bench.act_parity",
 }
 PATTERNS_MODULE = "tfamily.bench.pattern_pictures"
 

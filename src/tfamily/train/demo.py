@@ -3,7 +3,7 @@ within a wall-clock budget, then its validation bits per character and a sample.
 
 The budget covers the whole command: training gets what is left after start-up
 and a reserve for the final full-split evaluation and the sample, and its
-cosine schedule ends when the budget does (``Trainer._horizon``).
+cosine schedule ends when the budget does (``budget.Budget.horizon``).
 """
 from __future__ import annotations
 
@@ -15,9 +15,9 @@ from datetime import datetime
 
 import torch
 
-from .cli import _overrides
 from .config import load, parse_duration
 from .device import describe
+from .flags import flag_overrides
 from .loop import NonFiniteLoss, Trainer
 from .sample import Trained, sample_text
 
@@ -28,14 +28,14 @@ def run(args) -> int:
     t0 = time.perf_counter()
     total = parse_duration(args.time_budget, "--time-budget")
     out = args.out or f"runs/demo/{datetime.now():%Y%m%d-%H%M%S}"
-    overrides = {**_overrides(args), "train.out": out, "train.time_budget": total}
+    overrides = {**flag_overrides(args), "train.out": out, "train.time_budget": total}
     cfg = load(args.config, overrides)
     trainer = Trainer(cfg, data_dir=args.data_dir)
     # The trainer keeps back time for the final evaluation itself (from the measured step
     # rate); here: start-up so far and the sample.
     reserve = min(0.1 * total, 2.0 + args.sample_tokens / 100)
-    trainer.budget = max(1.0, total - reserve - (time.perf_counter() - t0))
-    spec, src = trainer.spec, trainer.source
+    trainer.budget.seconds = max(1.0, total - reserve - (time.perf_counter() - t0))
+    spec, src = trainer.spec, trainer.task
     log = sys.stderr
     if trainer.thread_rates and len(trainer.thread_rates) > 1:
         print("tfamily demo: training speed by thread count: " + ", ".join(
@@ -48,7 +48,7 @@ def run(args) -> int:
     print(f"tfamily demo: {cfg.member} (d_model {spec.d_model}, {spec.depth.n_layers} layers, "
           f"{trainer.params / 1e6:.2f}M parameters) on {src.name} ({src.vocab.name} vocabulary, "
           f"{src.vocab_size} symbols), sequences of {src.seq_len}, batch {cfg.train.batch_size}; "
-          f"{trainer.budget:.0f} s for training and evaluation on {describe(trainer.device)} in {trainer.precision}",
+          f"{trainer.budget.seconds:.0f} s for training and evaluation on {describe(trainer.device)} in {trainer.precision}",
           file=log, flush=True)
     try:
         result = trainer.fit()

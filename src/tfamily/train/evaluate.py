@@ -1,12 +1,10 @@
-"""Evaluation on held-out data: loss (nats per scored token), bits per character
-for text (loss / ln 2: with character and byte vocabularies a token is a
-character or byte, the convention enwik8 and text8 results are reported in),
-perplexity, and accuracy (per token for LM tasks, per example for
-classification)."""
+"""Evaluation on held-out data: loss (nats per scored token), perplexity, accuracy (per
+token for LM tasks, per example for classification), and the task's own metrics derived
+from the loss (bits per character for text, bits per dimension for pixels)."""
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 import torch
 from torch import nn
@@ -19,15 +17,12 @@ def to_device(batch: dict, device: torch.device) -> dict:
     return {k: (v.to(device, non_blocking=True) if isinstance(v, torch.Tensor) else v) for k, v in batch.items()}
 
 
-def carried_state(model: nn.Module, stream: bool, **state_kw):
-    """The state a memory model carries from one contiguous segment to the next, or None.
-
-    Hook for memory models (Transformer-XL): with ``data.stream`` true and a model whose
-    ``new_state()`` is ``carried`` (``SegmentMemory``), the trainer keeps that state across steps
-    and passes it as ``batch["state"]``; the model updates it in place (detached).
-    A KV cache is decoding state, not training state, so it is never carried.
+def carried_state(model: nn.Module, carries: bool, **state_kw):
+    """The state a model carries from one batch to the next when the task ``carries`` it
+    (contiguous streams), or None: only a state that declares itself ``carried`` (XL memory,
+    an RNN's hidden state) is; a KV cache is decoding state, never carried in training.
     ``state_kw`` go to ``new_state`` (e.g. ``mem_len=`` for a longer memory at evaluation)."""
-    if not stream or not callable(getattr(model, "new_state", None)):
+    if not carries or not callable(getattr(model, "new_state", None)):
         return None
     state = model.new_state(**state_kw)
     return state if state.carried else None
@@ -35,15 +30,17 @@ def carried_state(model: nn.Module, stream: bool, **state_kw):
 
 @torch.no_grad()
 def evaluate(model: nn.Module, batches: Iterable[dict], *, device: torch.device, precision: str,
-             dist: distributed.Dist | None = None, stream: bool = False, text: bool = True,
-             mem_len: int | None = None) -> dict:
+             dist: distributed.Dist | None = None, carries: bool = False, mem_len: int | None = None,
+             metrics: Callable[[float], dict] | None = None) -> dict:
     """Token-weighted mean loss over ``batches`` (this rank's share; summed over ranks).
-    ``mem_len``: evaluate a memory model with this memory length instead of its training one
-    (Dai et al. 2019, section 3.2: longer memory at evaluation)."""
+    ``carries``: a carried state runs through the batches (contiguous streams), fresh at the
+    start. ``mem_len``: evaluate a memory model with this memory length instead of its
+    training one (Dai et al. 2019, section 3.2: longer memory at evaluation). ``metrics``:
+    the task's extra metrics from the mean loss."""
     dist = dist or distributed.Dist(device=device)
     was_training = model.training
     model.eval()
-    state = carried_state(model, stream, **({} if mem_len is None else {"mem_len": mem_len}))
+    state = carried_state(model, carries, **({} if mem_len is None else {"mem_len": mem_len}))
     if mem_len is not None and state is None:
         raise ValueError("--mem-len needs a memory model trained on streams (data.stream: true, "
                          "model.state.name: xl_memory); this checkpoint carries no memory")
@@ -54,10 +51,13 @@ def evaluate(model: nn.Module, batches: Iterable[dict], *, device: torch.device,
             if state is not None:
                 batch["state"] = state
             with autocast(device, precision):
-                loss, metrics = model.loss(batch)
-            n = float(metrics.get("tokens", batch["y"].numel()))
+                loss, out = model.loss(batch)
+            if "tokens" not in out:
+                raise ValueError(f"{type(model).__name__}.loss must report how many targets it scored "
+                                 f"(metrics['tokens']) to weight the evaluation; it reported {sorted(out)}")
+            n = float(out["tokens"])
             loss_sum += float(loss) * n
-            correct += float(metrics.get("acc", float("nan"))) * n
+            correct += float(out.get("acc", float("nan"))) * n
             tokens += n
     finally:
         model.train(was_training)
@@ -66,6 +66,4 @@ def evaluate(model: nn.Module, batches: Iterable[dict], *, device: torch.device,
         raise ValueError("evaluation saw no tokens; raise train.eval_tokens or use a longer eval split")
     loss = loss_sum / tokens
     out = {"loss": loss, "ppl": math.exp(min(loss, 50.0)), "acc": correct / tokens, "tokens": int(tokens)}
-    if text:
-        out["bpc"] = loss / math.log(2)
-    return out
+    return {**out, **(metrics(loss) if metrics is not None else {})}

@@ -14,10 +14,10 @@ from ..data import vocab_from_json
 from ..models.generate import generate
 from ..spec import Spec
 from . import checkpoint
-from .batches import make_source
 from .config import from_dict
 from .device import resolve_device, resolve_precision
 from .evaluate import evaluate
+from .task import make_task
 
 
 @dataclass
@@ -78,13 +78,14 @@ def evaluate_trained(tr: Trained, *, split: str = "val", max_tokens: int | None 
     cfg.data.eval_split = split
     cfg.data.download = False
     dev = next(tr.model.parameters()).device
-    source = make_source(cfg.data, cfg.train.batch_size, seed=cfg.train.seed, data_dir=data_dir, vocab=tr.vocab)
+    task = make_task(cfg.data, cfg.train.batch_size, seed=cfg.train.seed, data_dir=data_dir, vocab=tr.vocab,
+                     objective=tr.spec.objective.name)
     t0 = time.perf_counter()
     with _run_threads(tr.meta, dev):
-        e = evaluate(tr.model, source.eval_batches(max_tokens, batch_size or cfg.train.eval_batch_size
-                                                   or cfg.train.batch_size),
-                     device=dev, precision=run_precision(tr.meta, precision, dev), stream=cfg.data.stream,
-                     text=source.kind == "text", mem_len=mem_len)
+        e = evaluate(tr.model, task.eval_batches(max_tokens, batch_size or cfg.train.eval_batch_size
+                                                 or cfg.train.batch_size),
+                     device=dev, precision=run_precision(tr.meta, precision, dev), carries=task.carries_state,
+                     mem_len=mem_len, metrics=task.eval_metrics)
     wall = time.perf_counter() - t0
     return {"member": cfg.member, "name": cfg.run_name, "params": sum(p.numel() for p in tr.model.parameters()),
             "steps": tr.meta["step"], "tokens": tr.meta["tokens"], "wall_s": wall,

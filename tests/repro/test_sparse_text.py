@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from tfamily.bench import sparse_text
+from tfamily.repro import sparse_text
 
 
 def _args(**kw):

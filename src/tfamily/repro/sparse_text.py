@@ -16,6 +16,8 @@ import sys
 import time
 from pathlib import Path
 
+from ..bench.results import write_rows
+
 
 def add_args(p) -> None:
     p.add_argument("--corpus", default="tinyshakespeare")
@@ -88,8 +90,7 @@ def run(args) -> int:
                      "val_loss": res["val_loss"], "train_s": res["train_s"], "tokens_per_s": res["tokens_per_s"],
                      "steps": res["steps"], "params": res["params"], "precision": res["precision"]})
         print(f"# {name}: val bpc {res['val_bpc']:.3f}, {res['train_s']:.0f} s", file=sys.stderr, flush=True)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "results.json").write_text(json.dumps(rows, indent=2))
+    write_rows(out, "results", rows, list(rows[0]))
     if args.json:
         print(json.dumps(rows, indent=2))
     else:
@@ -101,6 +102,6 @@ def run(args) -> int:
 
 if __name__ == "__main__":
     import argparse
-    parser = argparse.ArgumentParser(prog="python -m tfamily.bench.sparse_text")
+    parser = argparse.ArgumentParser(prog="python -m tfamily.repro.sparse_text")
     add_args(parser)
     sys.exit(run(parser.parse_args()))

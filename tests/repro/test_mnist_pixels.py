@@ -1,6 +1,6 @@
-"""`tfamily repro mnist-local2d`: a tiny end-to-end run (files, finite bpd, PNGs, cached
-decoding equal to full recomputation over a whole image), the generation order each
-model uses, and argument validation. No timing assertions."""
+"""`tfamily repro mnist-local2d`: a tiny end-to-end run through the shared training loop (files,
+finite bpd, PNGs, cached decoding equal to full recomputation over a whole image), the
+generation order each model uses, and argument validation. No timing assertions."""
 from __future__ import annotations
 
 import argparse
@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from tfamily import cli
-from tfamily.bench import mnist_pixels
+from tfamily.repro import mnist_pixels
 from tfamily.nn.patterns import resolve
 
 
@@ -58,8 +58,12 @@ def test_tiny_run_writes_results_curves_and_sample_grids(tmp_path, capsys):
     assert local["params"] == dense["params"]                       # same model size
     assert (local["order"], dense["order"]) == ("block_raster_7x7", "raster")
     assert 0 < local["density_vs_causal"] < 1 == dense["density_vs_causal"]
-    saved = json.loads((out / "results.json").read_text())
-    assert saved["results"] == rows and saved["config"]["levels"] == 8
+    assert json.loads((out / "results.json").read_text()) == rows
+    assert json.loads((out / "config.json").read_text())["levels"] == 8
+    # Each model trained in its own run of the shared loop, which left its logs and checkpoint.
+    for r in rows:
+        run = out / r["model"]
+        assert (run / "train.csv").is_file() and (run / "checkpoints").is_dir()
     with open(out / "curves.csv") as f:
         curve = list(csv.DictReader(f))
     assert [c["model"] for c in curve] == ["local_2d"] * 2 + ["dense"] * 2   # untrained and final

@@ -1,0 +1,15 @@
+"""Paper reproductions, apart from the speed and memory benchmarks in ``bench/``.
+
+Each reproduction trains family members on a paper's task through the shared loop
+(``train.Trainer`` driving a ``train.Task``) and writes a table and a plot with the
+shared results writer (``bench/results.write_rows``). `tfamily repro NAME` runs one;
+this table lists them (module with ``add_args(parser)`` and ``run(args) -> int``).
+"""
+from __future__ import annotations
+
+REPROS = {
+    "reformer-duplication": "tfamily.bench.reformer_duplication",
+    "sparse-text": "tfamily.repro.sparse_text",
+    "mnist-local2d": "tfamily.repro.mnist_pixels",
+    "act-parity": "tfamily.bench.act_parity",
+}

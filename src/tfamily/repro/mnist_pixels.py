@@ -1,0 +1,240 @@
+"""MNIST pixel decoders: local 2D attention against dense causal attention, same wall-clock budget.
+
+`tfamily repro mnist-local2d --out DIR --budget 4m` trains two autoregressive pixel
+models on the MNIST t10k file split 9,000 train / 1,000 test (``load_mnist_t10k``):
+
+* ``local_2d``: the Image Transformer's local 2D attention (Parmar et al. 2018,
+  section 3.2, fig. 2): pixels in block-raster order, query blocks of
+  ``--query-block`` pixels, a memory flange of ``--memory`` rows above and columns
+  left and right, executed by the block-sparse kernel (tiles = one query block);
+* ``dense``: causal attention over pixels in raster order (SDPA).
+
+Both models have the same shape and initial weights (the pattern has no parameters),
+see the same images in the same batches (``train/tasks/pixels.PixelTask``), and train
+through the shared loop (``train.Trainer``) for the same wall-clock ``--budget`` each
+(training plus its curve evaluations), with a warm-up + cosine schedule whose end
+follows the measured step rate. Intensities are quantised to ``--levels`` bins (256 =
+all 8 bits); both models are scored on that same quantisation: test bits per dimension
+= summed NLL in nats / (ln 2 * pixels) over the test images. The pixel order differs
+between the models, but each gives an exact likelihood of the same quantised image,
+so the numbers compare.
+
+Outputs under ``--out``: results.json / results.csv (one row per model), curves.json /
+curves.csv (train and test bpd against training seconds), config.json, curves.png,
+samples_<model>.png (a grid of digits sampled pixel by pixel with the KV cache), and
+each model's run directory (logs and final checkpoint).
+"""
+from __future__ import annotations
+
+import json
+import math
+import sys
+import time
+from pathlib import Path
+
+import torch
+from torch import Tensor
+
+from ..bench.results import write_rows
+from .plots import save_curves, save_grid
+
+MODELS = ("local_2d", "dense")
+SIDE = 28
+FIELDS = ["model", "pattern", "kernel", "order", "query_block", "memory", "density", "density_vs_causal", "levels",
+          "test_bpd", "test_images", "steps", "images_seen", "train_s", "steps_per_s", "sample_s",
+          "cache_max_abs_diff", "batch_size", "params", "precision", "samples_png"]
+
+
+def add_args(p) -> None:
+    p.add_argument("--budget", default="4m", help="wall-clock time per model (training and curve points): "
+                                                  "300, 90s, 4m, 1h")
+    p.add_argument("--max-steps", type=int, default=None, help="also stop after this many steps")
+    p.add_argument("--levels", type=int, default=256, help="intensity bins per pixel (256 = 8 bits)")
+    p.add_argument("--batch-size", type=int, default=8)
+    p.add_argument("--d-model", type=int, default=128)
+    p.add_argument("--layers", type=int, default=4)
+    p.add_argument("--heads", type=int, default=4)
+    p.add_argument("--lr", type=float, default=3e-3)
+    p.add_argument("--warmup", type=int, default=20)
+    p.add_argument("--query-block", type=int, nargs=2, default=[7, 7], metavar=("H", "W"))
+    p.add_argument("--memory", type=int, nargs=2, default=[7, 7], metavar=("ROWS", "COLS"),
+                   help="flange: rows above, columns left and right of the query block")
+    p.add_argument("--train-images", type=int, default=None, help="use only the first N training images")
+    p.add_argument("--test-images", type=int, default=1000, help="score the first N of the 1,000 test images")
+    p.add_argument("--curve-images", type=int, default=100, help="test images scored during training")
+    p.add_argument("--eval-every", type=int, default=100, help="training steps between curve points")
+    p.add_argument("--eval-batch", type=int, default=50)
+    p.add_argument("--samples", type=int, default=16)
+    p.add_argument("--temperature", type=float, default=1.0)
+    p.add_argument("--models", nargs="+", default=list(MODELS), help=f"subset of {', '.join(MODELS)}")
+    p.add_argument("--precision", default="auto", choices=["auto", "bf16", "fp32"])
+    p.add_argument("--device", default="cpu")
+    p.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's)")
+    p.add_argument("--data-dir", default=None)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--out", default="runs/repro/mnist-local2d")
+    p.add_argument("--json", action="store_true")
+
+
+def check_args(args) -> None:
+    bad = [m for m in args.models if m not in MODELS]
+    if bad:
+        raise ValueError(f"--models {' '.join(bad)}: unknown; choose from {', '.join(MODELS)}")
+    qh, qw = args.query_block
+    if qh < 1 or qw < 1 or SIDE % qh or SIDE % qw:
+        raise ValueError(f"--query-block {qh} {qw} must divide the 28 x 28 image; e.g. 7 7, 4 7 or 4 14")
+    for name in ("batch_size", "d_model", "layers", "heads", "samples", "eval_batch", "test_images",
+                 "curve_images", "eval_every"):
+        if getattr(args, name) < 1:
+            raise ValueError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
+    if args.d_model % args.heads:
+        raise ValueError(f"--d-model {args.d_model} must be divisible by --heads {args.heads}")
+
+
+def spec_for(kind: str, args):
+    """The Image Transformer member at the experiment's shape; only pattern and kernel differ."""
+    from .. import members
+    qh, qw = args.query_block
+    mh, mw = args.memory
+    common = dict(d_model=args.d_model, dropout=0.0, vocab_size=args.levels, depth__n_layers=args.layers,
+                  heads__n_heads=args.heads, position__max_len=SIDE * SIDE)
+    if kind == "local_2d":
+        params = dict(width=SIDE, block_h=qh, block_w=qw, memory_h=mh, memory_w=mw)
+        return members.image_transformer_2d(**common, pattern={"name": "local_2d", "params": params},
+                                            kernel={"name": "blocksparse", "params": {"block_size": qh * qw}})
+    return members.image_transformer_2d(**common, pattern={"name": "causal", "params": {}},
+                                        kernel={"name": "sdpa", "params": {}})
+
+
+def order_for(kind: str, args):
+    from ..data.pixels import PixelOrder
+    return PixelOrder(SIDE, SIDE, tuple(args.query_block) if kind == "local_2d" else None)
+
+
+def density(spec) -> dict:
+    """Fraction of the L x L score matrix the pattern keeps, and that fraction over causal's."""
+    from ..nn.patterns import dense_mask, resolve
+    n = SIDE * SIDE
+    kept = int(dense_mask(resolve(spec.pattern), n, n).sum())
+    return {"density": kept / n ** 2, "density_vs_causal": kept / (n * (n + 1) // 2)}
+
+
+@torch.no_grad()
+def cache_mismatch(model, x: Tensor) -> float:
+    """Max |logit difference| between one full forward pass over ``x`` (b, n) and n cached
+    one-token steps: 0 up to rounding when cached decoding applies the pattern at the
+    same absolute positions as training does."""
+    was = model.training
+    model.eval()
+    full = model(x)
+    state = model.new_state()
+    steps = torch.cat([model(x[:, i:i + 1], state=state) for i in range(x.shape[1])], dim=1)
+    model.train(was)
+    return (full - steps).abs().max().item()
+
+
+def config_for(kind: str, args, out: Path):
+    """The shared loop's settings for one model (the data section only labels the run)."""
+    from ..train.config import load
+    return load(None, {
+        "member": "image_transformer_2d", "name": kind, "data.corpus": "mnist-t10k",
+        "train.batch_size": args.batch_size, "train.max_steps": args.max_steps, "train.time_budget": args.budget,
+        "train.lr": args.lr, "train.warmup": args.warmup, "train.weight_decay": 0.1, "train.betas": [0.9, 0.95],
+        "train.min_lr_ratio": 0.1, "train.grad_clip": 1.0, "train.precision": args.precision,
+        "train.device": args.device, "train.threads": args.threads, "train.seed": args.seed,
+        "train.eval_every": args.eval_every, "train.eval_tokens": args.curve_images * SIDE * SIDE,
+        "train.eval_batch_size": args.eval_batch, "train.log_every": 1, "train.ckpt_every": None,
+        "train.keep": 1, "train.out": str(out / kind), "train.tensorboard": False, "train.progress": False})
+
+
+def curve_points(kind: str, trainer, untrained: dict) -> list[dict]:
+    """Test bpd at every evaluation, with the mean train bpd of the steps since the previous one."""
+    from ..train.metrics import read_csv
+    losses = {int(r["step"]): float(r["loss"]) for r in read_csv(trainer.run_dir / "train.csv")}
+    points, prev = [], 0
+    for e in [untrained, *trainer.evals]:
+        seen = [losses[s] / math.log(2) for s in range(prev + 1, e["step"] + 1) if s in losses]
+        points.append({"model": kind, "step": e["step"], "train_s": round(e["train_s"], 2),
+                       "train_bpd": round(sum(seen) / len(seen), 4) if seen else None,
+                       "curve_test_bpd": round(e["bpd"], 4)})
+        prev = e["step"]
+    return points
+
+
+def train_one(kind: str, split, args, out: Path) -> tuple[dict, list[dict]]:
+    from ..data.pixels import PixelSequences
+    from ..models.generate import generate
+    from ..train.device import autocast
+    from ..train.evaluate import evaluate
+    from ..train.loop import Trainer
+    from ..train.tasks.pixels import PixelTask
+    order = order_for(kind, args)
+    train_images = split.train_images[:args.train_images] if args.train_images else split.train_images
+    task = PixelTask(f"mnist-{order.name}", PixelSequences(train_images, args.levels, order),
+                     PixelSequences(split.test_images, args.levels, order), args.batch_size, seed=args.seed)
+    spec = spec_for(kind, args)
+    trainer = Trainer(config_for(kind, args, out), task=task, spec=spec)
+    try:
+        untrained = {"step": 0, "train_s": 0.0, **trainer.evaluate()}  # about log2(levels) bits per dimension
+        result = trainer.fit()
+    finally:
+        trainer.close()
+    model, device, precision = trainer.model, trainer.device, trainer.precision
+    e = evaluate(model, task.eval_batches(args.test_images * SIDE * SIDE, args.eval_batch), device=device,
+                 precision=precision, metrics=task.eval_metrics)
+    t1 = time.perf_counter()
+    start = torch.full((args.samples, 1), task.test.start, dtype=torch.long, device=device)
+    with autocast(device, precision):
+        seqs = generate(model, start, SIDE * SIDE, temperature=args.temperature,
+                        generator=torch.Generator(device=device).manual_seed(args.seed))[:, 1:]
+    sample_s = time.perf_counter() - t1
+    mismatch = cache_mismatch(model, task.test.batch(torch.arange(1))["x"].to(device))
+    grid = out / f"samples_{kind}.png"
+    save_grid(task.test.to_images(seqs.cpu()), grid,
+              f"{kind} ({order.name}): test {e['bpd']:.3f} bits/dim, {args.levels} levels")
+    steps, train_s = result["steps"], result["train_s"]
+    row = {"model": kind, "pattern": spec.pattern.name, "kernel": spec.kernel.name, "order": order.name,
+           **({"query_block": "x".join(map(str, args.query_block)), "memory": "x".join(map(str, args.memory))}
+              if kind == "local_2d" else {"query_block": "", "memory": ""}),
+           **{k: round(v, 4) for k, v in density(spec).items()},
+           "levels": args.levels, "test_bpd": round(e["bpd"], 4), "test_images": e["tokens"] // (SIDE * SIDE),
+           "steps": steps, "images_seen": steps * args.batch_size, "train_s": round(train_s, 1),
+           "steps_per_s": round(steps / max(train_s, 1e-9), 3), "sample_s": round(sample_s, 1),
+           "cache_max_abs_diff": mismatch, "batch_size": args.batch_size, "params": result["params"],
+           "precision": precision, "samples_png": str(grid)}
+    return row, curve_points(kind, trainer, untrained)
+
+
+def run(args) -> int:
+    from ..data import load_mnist_t10k
+    try:
+        check_args(args)
+    except ValueError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    split = load_mnist_t10k(args.data_dir)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    rows, curve = [], []
+    for kind in args.models:
+        row, pts = train_one(kind, split, args, out)
+        rows.append(row)
+        curve.extend(pts)
+    (out / "config.json").write_text(json.dumps({k: v for k, v in vars(args).items() if k != "func"}, indent=1))
+    write_rows(out, "results", rows, FIELDS)
+    write_rows(out, "curves", curve, ["model", "step", "train_s", "train_bpd", "curve_test_bpd"])
+    save_curves(curve, rows, out / "curves.png")
+    if args.json:
+        print(json.dumps(rows, indent=1))
+    else:
+        print(f"{'model':<10}{'test bpd':>10}{'steps':>8}{'train s':>9}  samples")
+        for r in rows:
+            print(f"{r['model']:<10}{r['test_bpd']:>10.4f}{r['steps']:>8}{r['train_s']:>9.0f}  {r['samples_png']}")
+    return 0
+
+
+if __name__ == "__main__":
+    import argparse
+    parser = argparse.ArgumentParser(prog="python -m tfamily.repro.mnist_pixels")
+    add_args(parser)
+    sys.exit(run(parser.parse_args()))

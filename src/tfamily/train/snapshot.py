@@ -1,0 +1,90 @@
+"""A run's resumable state in a checkpoint, and back: weights, AdamW moments, the
+scheduler, every rank's RNG states, the task's position and the model's carried state.
+
+Batch t depends only on (seed, t), and the carried state goes through the State
+protocol (``state_dict`` / ``load_state_dict``; its tensors saved per rank), so a
+resumed run repeats the uninterrupted run's losses bit for bit (same device and thread
+count), whatever the state is: XL memory, an RNN's hidden state.
+"""
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import torch
+
+from . import checkpoint, distributed
+from .optim import flatten_optimizer, unflatten_optimizer
+
+
+def _carry_out(state, d) -> tuple[dict, dict | None]:
+    """The carried state as (tensors by name and rank, plain values for the meta)."""
+    if state is None:
+        return {}, None
+    tensors, values = {}, {}
+    for name, v in state.state_dict().items():
+        if isinstance(v, torch.Tensor):
+            for r, t in enumerate(distributed.gather(v.contiguous(), d)):
+                tensors[f"{name}.rank{r}"] = t
+        else:
+            values[name] = v  # plain values are the same on every rank (e.g. the stream offset)
+    return tensors, {"values": values}
+
+
+def _carry_in(state, group: dict, meta: dict, rank: int, device: torch.device) -> None:
+    values = meta["values"] if "values" in meta else {"offset": meta["offset"]}  # runs before the State protocol
+    mine = {m.group(1): t.to(device) for k, t in group.items()
+            if (m := re.fullmatch(rf"(.+)\.rank{rank}", k)) is not None}
+    state.load_state_dict({**values, **mine})
+
+
+def save(tr) -> Path | None:
+    """Write a checkpoint of trainer ``tr`` (every rank takes part; rank 0 writes)."""
+    d = tr.dist
+    rng_t, rng_meta = checkpoint.capture_rng()
+    for r, s in enumerate(distributed.gather(torch.get_rng_state(), d)):
+        rng_t[f"torch.rank{r}"] = s
+    opt_t, opt_meta = flatten_optimizer(tr.optimizer.state_dict())
+    carry_t, carry_meta = _carry_out(tr.state, d)
+    groups = {"optimizer": opt_t, "rng": rng_t, **({"carry": carry_t} if tr.state is not None else {})}
+    path = None
+    if d.main:
+        task = tr.task
+        meta = {"tokens": tr.tokens, "elapsed": tr.elapsed, "world_size": d.world_size,
+                "spec": tr.spec.to_dict() if tr.spec is not None else None, "config": tr.cfg.to_dict(),
+                "vocab": task.vocab.to_json() if task.vocab is not None else None,
+                "source": {"name": task.name, "kind": task.kind, "seq_len": task.seq_len, "unit": task.unit},
+                "scheduler": tr.scheduler.state_dict(), "optimizer": opt_meta, "rng": rng_meta,
+                "data": task.state_dict(), "carry": carry_meta, "precision": tr.precision,
+                "threads": torch.get_num_threads(),
+                "metrics": {"train_loss": tr.train_loss, "val": tr.last_eval}}
+        json.dumps(meta)  # fail before writing anything if some state is not plain data
+        path = checkpoint.write(tr.run_dir / "checkpoints", tr.step, tr.model, groups, meta, tr.cfg.train.keep)
+        tr.last_ckpt = path
+    tr.saved_step = tr.step
+    distributed.barrier(d)
+    return path
+
+
+def restore(tr, ck: checkpoint.Loaded) -> None:
+    """Put the state saved in ``ck`` into trainer ``tr`` (built for the same run)."""
+    meta = ck.meta
+    if tr.spec is not None and meta["spec"] != tr.spec.to_dict():
+        here = tr.spec.to_dict()
+        diff = sorted(k for k in set(meta["spec"] or {}) | set(here) if (meta["spec"] or {}).get(k) != here.get(k))
+        raise ValueError(f"{ck.path} was trained with a different spec (differs in {diff}); "
+                         f"resume without model overrides")
+    ck.load_weights(tr.model, tr.device)
+    tr.optimizer.load_state_dict(unflatten_optimizer(ck.group("optimizer"), meta["optimizer"]))
+    tr.scheduler.load_state_dict(meta["scheduler"])
+    tr.task.load_state_dict(meta["data"])
+    rng = ck.group("rng")
+    mine = rng.get(f"torch.rank{tr.dist.rank}")
+    if mine is None and tr.dist.active:
+        raise ValueError(f"{ck.path} was written by {meta['world_size']} rank(s); "
+                         f"resume it with the same number of processes")
+    checkpoint.restore_rng(rng, meta["rng"], mine)
+    tr.step, tr.tokens, tr.elapsed = meta["step"], meta["tokens"], meta["elapsed"]
+    if tr.state is not None and meta.get("carry"):
+        _carry_in(tr.state, ck.group("carry"), meta["carry"], tr.dist.rank, tr.device)

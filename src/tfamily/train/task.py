@@ -1,0 +1,75 @@
+"""The Task protocol: everything the training loop needs from a kind of work.
+
+The loop (``train/loop.py``) never looks inside a batch: it asks the task for the
+next batch of this rank's rows, hands it to ``model.loss``, and asks the task how
+much work the batch was (``size``, in the task's ``unit``: tokens of text, pixels of
+an image, environment steps of a rollout), so throughput and budgets are counted in
+what the task is about. A task also says whether the model's state is carried from
+one batch to the next and updates it before each batch (``carry``: reset the rows
+whose stream, document or episode starts anew), gives held-out batches and the
+metrics its field reports (bits per character, bits per dimension), and saves and
+restores its position so a resumed run sees exactly the batches it would have.
+
+Tasks today (``train/tasks/``): text (random windows or contiguous streams), the
+synthetic tasks, sequence-to-sequence pairs for the encoder-decoder, and pixel
+images. Reinforcement-learning rollouts are one more class with the same methods:
+``next`` runs the policy in the environments, ``size`` counts environment steps,
+``carry`` resets the rows whose episode ended.
+"""
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Protocol, runtime_checkable
+
+from .config import DataConfig
+
+
+@runtime_checkable
+class Task(Protocol):
+    name: str
+    kind: str                 # "text", "lm", "classification", "seq2seq", "pixels", ...
+    unit: str                 # what ``size`` counts: "tokens", "pixels", "steps"
+    vocab: object | None      # a text vocabulary (saved with checkpoints), else None
+    vocab_size: int           # ids the model must embed
+    seq_len: int              # the longest input the model sees (position tables are sized to it)
+    carries_state: bool       # the model's state crosses batches (contiguous streams)
+
+    def next(self) -> dict:
+        """The next training batch (this rank's rows) as the dict ``model.loss`` takes."""
+
+    def size(self, batch: dict) -> int:
+        """How much work ``batch`` is, in ``unit``s (for throughput and time budgets)."""
+
+    def carry(self, state) -> None:
+        """After ``next`` and before the model sees that batch: update the carried ``state``
+        (``reset`` the rows that start anew). Called only when ``carries_state``."""
+
+    def eval_batches(self, max_units: int | None, batch_size: int) -> Iterator[dict]:
+        """This rank's share of one deterministic held-out pass."""
+
+    def eval_size(self, max_units: int | None) -> int:
+        """About how many units an evaluation scores (to budget its time)."""
+
+    def eval_metrics(self, loss: float) -> dict:
+        """Metrics of the field derived from the mean loss (e.g. ``{"bpc": ...}``)."""
+
+    def state_dict(self) -> dict:
+        """The task's position as plain JSON data."""
+
+    def load_state_dict(self, state: dict) -> None: ...
+
+
+def make_task(cfg: DataConfig, batch_size: int, *, seed: int, rank: int = 0, world_size: int = 1,
+              data_dir=None, vocab=None, objective: str | None = None) -> Task:
+    """The task a ``data`` config describes, with ``batch_size`` rows per rank. A synthetic
+    task for an encoder-decoder (``objective`` 'seq2seq') comes as source/target pairs."""
+    from .tasks.seq2seq import PairTask
+    from .tasks.synthetic import SyntheticTask
+    from .tasks.text import TextTask
+    kw = dict(seed=seed, rank=rank, world_size=world_size)
+    if cfg.task is not None:
+        return (PairTask if objective == "seq2seq" else SyntheticTask)(cfg, batch_size, **kw)
+    if objective == "seq2seq":
+        raise ValueError(f"the encoder-decoder (objective 'seq2seq') trains on source/target pairs; set "
+                         f"data.task to copy, reverse or addition instead of data.corpus={cfg.corpus!r}")
+    return TextTask(cfg, batch_size, data_dir=data_dir, vocab=vocab, **kw)

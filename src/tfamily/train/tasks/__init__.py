@@ -1,0 +1,1 @@
+"""The kinds of work the training loop drives (see ``train/task.py`` for the protocol)."""

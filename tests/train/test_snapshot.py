@@ -1,0 +1,93 @@
+"""A carried state the trainer has never heard of (a test-only LSTM's h and c) is
+checkpointed through the State protocol and resumes bitwise after SIGKILL; the loop
+carries it across batches and never touches its fields."""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+from tfamily.train import checkpoint, loop
+from tfamily.train.config import load
+from tfamily.train.metrics import read_csv
+
+from .lstm_model import ARGS, LSTMState, TinyLSTM
+
+SCRIPT = Path(__file__).with_name("lstm_model.py")
+
+
+def _env(**extra: str) -> dict:
+    env = dict(os.environ, OMP_NUM_THREADS="1", **extra)
+    env.pop("PYTEST_XDIST_WORKER", None)
+    return env
+
+
+def _run(*args: str, **env: str) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, str(SCRIPT), *args], env=_env(**env), stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+
+
+def _finish(proc: subprocess.Popen) -> None:
+    _, err = proc.communicate(timeout=180)
+    assert proc.returncode == 0, err[-3000:]
+
+
+def _curve(run: Path) -> list[tuple[str, str, str]]:
+    return [(r["step"], r["loss"], r["grad_norm"]) for r in read_csv(run / "train.csv")]
+
+
+def test_the_loop_carries_a_state_it_does_not_know(tmp_path):
+    torch.manual_seed(0)
+    trainer = loop.Trainer(load(None, [*ARGS, "train.max_steps=3", f"train.out={tmp_path / 'run'}"]),
+                           model=TinyLSTM())
+    assert isinstance(trainer.state, LSTMState) and trainer.spec is None
+    trainer.fit()
+    assert trainer.state.offset == 3 * 16 and trainer.state.h.shape == (4, 32)
+    carry = checkpoint.load(tmp_path / "run").group("carry")
+    assert torch.equal(carry["h.rank0"], trainer.state.h) and torch.equal(carry["c.rank0"], trainer.state.c)
+
+
+def test_lstm_state_checkpointed_and_resumed_bitwise_after_sigkill(tmp_path):
+    ref = tmp_path / "ref"
+    _finish(_run(str(ref)))
+    run, flag = tmp_path / "run", tmp_path / "halted"
+    proc = _run(str(run), TFAMILY_TEST_HALT="step:6", TFAMILY_TEST_HALT_FILE=str(flag))
+    try:
+        deadline = time.monotonic() + 150
+        while not flag.exists():
+            if proc.poll() is not None:
+                pytest.fail(f"training exited ({proc.returncode}) before step 6: {proc.stderr.read()[-3000:]}")
+            assert time.monotonic() < deadline, "training did not reach step 6 in time"
+            time.sleep(0.05)
+        os.kill(proc.pid, signal.SIGKILL)
+        assert proc.wait(timeout=30) == -signal.SIGKILL
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.communicate()
+    assert [s for s, _ in checkpoint.step_dirs(run / "checkpoints")] == [4]
+    _finish(_run(str(run), "--resume"))
+    assert _curve(run) == _curve(ref) and len(_curve(ref)) == 12
+    a, b = checkpoint.load(ref), checkpoint.load(run)
+    assert a.meta["files"]["model.safetensors"]["sha256"] == b.meta["files"]["model.safetensors"]["sha256"]
+    ca, cb = a.group("carry"), b.group("carry")
+    assert sorted(ca) == ["c.rank0", "h.rank0"] and all(torch.equal(ca[k], cb[k]) for k in ca)
+    assert a.meta["carry"] == b.meta["carry"] == {"values": {"offset": 12 * 16}}
+
+
+def test_lstm_state_reset_rows_forgets_only_those_rows():
+    torch.manual_seed(0)
+    model, x = TinyLSTM().eval(), torch.randint(0, 128, (3, 10))
+    st = model.new_state()
+    model(x[:, :5], st)
+    h, c = st.h.clone(), st.c.clone()
+    st.reset(torch.tensor([2]))
+    assert torch.equal(st.h[:2], h[:2]) and torch.equal(st.c[:2], c[:2]) and not st.h[2].any()
+    out = model(x[:, 5:], st)
+    torch.testing.assert_close(out[2:], model(x[2:, 5:]), atol=1e-6, rtol=1e-6)
