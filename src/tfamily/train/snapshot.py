@@ -25,8 +25,10 @@ def _carry_out(state, d) -> tuple[dict, dict | None]:
     tensors, values = {}, {}
     for name, v in state.state_dict().items():
         if isinstance(v, torch.Tensor):
-            for r, t in enumerate(distributed.gather(v.contiguous(), d)):
-                tensors[f"{name}.rank{r}"] = t
+            # gloo gathers no bool tensors (a reset row's memory mask): send bytes, keep the dtype.
+            sent = v.to(torch.uint8) if v.dtype == torch.bool else v
+            for r, t in enumerate(distributed.gather(sent.contiguous(), d)):
+                tensors[f"{name}.rank{r}"] = t.bool() if v.dtype == torch.bool else t
         else:
             values[name] = v  # plain values are the same on every rank (e.g. the stream offset)
     return tensors, {"values": values}
