@@ -1,0 +1,187 @@
+"""A reading tour of one member: for each axis, the classes that implement its choice
+and the paper's equation or section (``tfamily members NAME``).
+
+The classes are read from the member as built (on the meta device, so nothing is
+allocated), never from a second list of which class serves which choice; only the
+citations are a table here, keyed by class name. A class missing from the table falls
+back to the first line of its docstring that cites a year.
+"""
+from __future__ import annotations
+
+import inspect
+import re
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+from .models import EncoderDecoder, MLMHead
+from .nn.adaptive_span import SoftPatternKernel
+from .nn.attention import Attention
+from .nn.block import Block
+from .nn.feedforward import Chunked
+from .nn.patterns.combine import Intersect, PerHead, Union
+from .spec import Spec
+
+CITATIONS: dict[str, str] = {
+    # models and the embedding / head
+    "LanguageModel": "Radford et al. 2018, eq. 2: h_0 = U W_e + W_p, h_l = block(h_{l-1}), "
+                     "P(u) = softmax(h_n W_e^T); the same wiring serves BERT's encoder (Devlin et al. "
+                     "2019, section 3)",
+    "EncoderDecoder": "Vaswani et al. 2017, section 3.1 and figure 1: encoder stack, decoder stack "
+                      "with cross-attention",
+    "TokenEmbedding": "Vaswani et al. 2017, section 3.4: embedding weights multiplied by sqrt(d_model)",
+    "LMHead": "Vaswani et al. 2017, section 3.4: pre-softmax projection shared with the embedding, "
+              "read at h / sqrt(d_model) as in T5 (Raffel et al. 2020)",
+    "MLMHead": "Devlin et al. 2019, section 3.1 (masked LM): dense + GELU + LayerNorm, then the "
+               "tied vocabulary projection",
+    # position
+    "Sinusoidal": "Vaswani et al. 2017, section 3.5: PE(pos, 2i) = sin(pos / 10000^(2i/d_model))",
+    "Learned": "Gehring et al. 2017 learned positions, compared in Vaswani et al. 2017, section 3.5",
+    "NoPosition": "Dai et al. 2019, section 3.3: no absolute positions at the input; order enters "
+                  "attention as relative distance",
+    "RelativePosition": "Dai et al. 2019, section 3.3: A_ij^rel = (a) + (b) + (c) + (d) with u, v and "
+                        "W_{k,R}",
+    # pattern
+    "Full": "Vaswani et al. 2017, section 3.2.3: encoder self-attention sees every position",
+    "Causal": "Vaswani et al. 2017, section 3.2.3: decoder masking, illegal connections set to -inf",
+    "SlidingWindow": "Beltagy et al. 2020, section 3.1: sliding window attention",
+    "GlobalTokens": "Beltagy et al. 2020, section 3.1: global attention on chosen tokens",
+    "RandomBlocks": "Zaheer et al. 2020, section 2: r random keys per query (blocked form)",
+    "StridedColumns": "Child et al. 2019, section 4.2, strided: A2 = {j : (i - j) mod l = 0}",
+    "FixedBlock": "Child et al. 2019, section 4.2, fixed: A1 = {j : floor(j / l) = floor(i / l)}",
+    "FixedSummary": "Child et al. 2019, section 4.2, fixed: A2 = {j : j mod l in {l - c, ..., l - 1}}",
+    "Local1D": "Parmar et al. 2018, section 3.2: local 1D attention, query blocks with memory blocks",
+    "Local2D": "Parmar et al. 2018, section 3.2 and figure 2: local 2D attention",
+    "Union": "Child et al. 2019, eq. 4 and Zaheer et al. 2020, eq. 2's graph: a key is allowed "
+             "when any part allows it",
+    "Intersect": "a key is allowed when every part allows it (Child et al. 2019, section 4.2 "
+                 "patterns restricted to the causal half)",
+    "PerHead": "Child et al. 2019, eq. 5: separate heads for the factorized parts",
+    "AdaptiveSpan": "Sukhbaatar et al. 2019, section 3, eq. 3: m_z(x) = clamp((R + z - x) / R, 0, 1), "
+                    "L1 on z",
+    # kernel
+    "ReferenceKernel": "Vaswani et al. 2017, eq. 1: softmax(Q K^T / sqrt(d_k)) V, dense",
+    "SDPAKernel": "Vaswani et al. 2017, eq. 1, computed by the fused flash kernel (Dao et al. 2022)",
+    "BlockSparseKernel": "Child et al. 2019, section 5.5: block-sparse attention kernels",
+    "FlexKernel": "Child et al. 2019, section 5.5: block-sparse attention, on FlexAttention "
+                  "(Dong et al. 2024)",
+    "LSHKernel": "Kitaev et al. 2020, section 2, eq. 3-4: angular LSH buckets, sort and chunk",
+    "SoftPatternKernel": "Sukhbaatar et al. 2019, section 3: the soft mask enters as log m_z added "
+                         "to the scores",
+    # heads
+    "QKVProjection": "Vaswani et al. 2017, section 3.2.2 (multi-head); shared key/value heads: "
+                     "Shazeer 2019 (multi-query), Ainslie et al. 2023 (grouped-query)",
+    "SharedQKProjection": "Kitaev et al. 2020, section 2: shared-QK, k_j = q_j / |q_j|",
+    # residual and depth
+    "PostNorm": "Vaswani et al. 2017, section 3.1: LayerNorm(x + Sublayer(x))",
+    "PreNorm": "Xiong et al. 2020 (Pre-LN), as in GPT-2 (Radford et al. 2019, section 2.3): "
+               "x + Sublayer(LayerNorm(x))",
+    "Stack": "Vaswani et al. 2017, section 3.1: a stack of N identical layers",
+    "ReversibleStack": "Gomez et al. 2017; Kitaev et al. 2020, section 3: y1 = x1 + F(x2), "
+                       "y2 = x2 + G(y1)",
+    # feed-forward
+    "MLP": "Vaswani et al. 2017, eq. 2: FFN(x) = max(0, x W1 + b1) W2 + b2 (GELU: Hendrycks & "
+           "Gimpel 2016)",
+    "Chunked": "Kitaev et al. 2020, section 3: the feed-forward computed in chunks along the sequence",
+    # state
+    "CacheState": "Vaswani et al. 2017, section 3.2.3: a decoder step sees only earlier positions, "
+                  "so their keys and values are cached",
+    "SegmentMemory": "Dai et al. 2019, section 3.2: h~ = [SG(h_{t}^{n-1}) o h_{t+1}^{n-1}], "
+                     "mem_len layer inputs",
+    # objective
+    "CausalLM": "Radford et al. 2018, eq. 1: L(U) = sum_i log P(u_i | u_{i-k}, ..., u_{i-1})",
+    "MaskedLM": "Devlin et al. 2019, section 3.1: 15% of tokens picked; 80% [MASK], 10% random, "
+                "10% kept",
+    "Seq2Seq": "Vaswani et al. 2017, section 3: teacher-forced next-token cross-entropy on the target",
+}
+
+_YEAR = re.compile(r"\b(19|20)\d\d\b")
+
+
+@dataclass(frozen=True)
+class Stop:
+    """One line of the tour: an axis, the spec's choice on it, a class implementing it."""
+    axis: str
+    choice: str
+    cls: type
+    citation: str
+
+    @property
+    def where(self) -> str:
+        return f"{self.cls.__module__}.{self.cls.__qualname__}"
+
+
+def cite(cls: type) -> str:
+    if cls.__qualname__ in CITATIONS:
+        return CITATIONS[cls.__qualname__]
+    for doc in (cls.__doc__, inspect.getmodule(cls).__doc__):
+        for line in (doc or "").splitlines():
+            if _YEAR.search(line):
+                return line.strip()
+    return "(no citation: add one to tfamily.tour.CITATIONS)"
+
+
+def _leaves(pattern) -> list:
+    """A pattern and, for a combinator, its parts (depth first)."""
+    out = [pattern]
+    if isinstance(pattern, (Union, Intersect, PerHead)):
+        for part in pattern.patterns:
+            out += _leaves(part)
+    return out
+
+
+def _parts(model: nn.Module) -> dict[str, list]:
+    """axis -> the objects implementing it in ``model``, in reading order. Layers are found
+    by type anywhere below the model, so any depth (a stack, a shared block) is read alike."""
+    stacks = [model.encoder, model.decoder] if isinstance(model, EncoderDecoder) else [model.stack]
+    blocks = [m for m in model.modules() if isinstance(m, Block)]
+    attns = [m for m in model.modules() if isinstance(m, Attention)]
+    head = [model.head, model.head.out] if isinstance(model.head, MLMHead) else [model.head]
+    return {
+        "model": [model], "embedding": [model.embed, *head],
+        "position": [model.position, *(a.position for a in attns if a.position is not None)],
+        "pattern": [leaf for a in attns for leaf in _leaves(a.pattern)],
+        "kernel": [k for a in attns for k in ([a.kernel, a.kernel.inner] if isinstance(a.kernel, SoftPatternKernel)
+                                               else [a.kernel])],
+        "heads": [a.proj for a in attns],
+        "residual": [b.attn_residual for b in blocks],
+        "depth": stacks,
+        "state": [model.new_state()],
+        "feed_forward": [f for b in blocks for f in ([b.ff, b.ff.inner] if isinstance(b.ff, Chunked) else [b.ff])],
+        "objective": [model.objective],
+    }
+
+
+def tour(member: str | Spec) -> list[Stop]:
+    """A member (by name, or any spec) as built, axis by axis, each class once per axis."""
+    from . import members
+    from .build import build
+    spec = members.get(member)() if isinstance(member, str) else member
+    with torch.device("meta"):
+        model = build(spec)
+    choices = {"model": spec.model, "embedding": "tied" if spec.tie_embeddings else "untied",
+               **spec.choices()}
+    stops = []
+    for axis, objs in _parts(model).items():
+        for cls in dict.fromkeys(type(o) for o in objs):
+            stops.append(Stop(axis, str(choices[axis]), cls, cite(cls)))
+    return stops
+
+
+def render(name: str) -> str:
+    """The tour as text: a line per axis (its choice), then a line per class and its citation."""
+    from . import members
+    lines, last = [f"{name}: {members.REGISTRY[name].paper}"], None
+    for s in tour(name):
+        if s.axis != last:
+            lines.append(f"  {s.axis} = {_short(s.choice)}")
+            last = s.axis
+        lines.append(f"      {s.where}: {s.citation}")
+    return "\n".join(lines)
+
+
+def _short(choice: str) -> str:
+    # Longformer's per-layer pattern names repeat once per layer.
+    parts = choice.split("+")
+    return f"{parts[0]} (x{len(parts)} layers)" if len(parts) > 1 and len(set(parts)) == 1 else choice
