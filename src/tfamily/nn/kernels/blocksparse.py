@@ -19,11 +19,11 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from ..patterns import Causal, Full, Pattern, PerHead, is_per_head
+from ..patterns import Causal, Full, Pattern, PerHead
 from .base import allowed_mask
 from .flash_lse import attention_with_lse
 from .gather import permute, reorder, take
-from .layout import AUTO_BLOCKS, get_plan, split
+from .layout import AUTO_BLOCKS, get_plan, parts_per_head, split
 from .sdpa import SDPAKernel
 from .tiles import PerHeadTiles, SharedTiles
 
@@ -154,7 +154,7 @@ def _interleaved_heads(q, k, v, pattern: PerHead, bias, fn, ctx: dict) -> Tensor
 def attend_group(q, k, v, query_order, parts, heads, bias, ctx, want_lse: bool):
     """One softmax over a plan: returns (out (b, h, n, e), lse (b, h, n) | None, live)."""
     b, h, n, e = q.shape
-    per_head = any(is_per_head(p) for p in parts)
+    per_head = parts_per_head(parts)
     plan = get_plan(parts, query_order, n, k.shape[2], ctx["q_offset"], ctx["block"],
                     heads if per_head else None, q.device, fold=1 if per_head else h // k.shape[1])
     qv = q if plan.q_identity else reorder(q, 2, plan.q_index, ((0, plan.q_index.numel(), plan.q_slot),))

@@ -19,9 +19,9 @@ import math
 import torch
 from torch import Tensor
 
-from ..patterns import Causal, Full, Pattern, PerHead, is_per_head
+from ..patterns import Causal, Full, Pattern, PerHead
 from .blocksparse import check_block_size, dense_attention, per_head_attention, sparse_attention
-from .layout import Plan, get_plan, split
+from .layout import Plan, get_plan, parts_per_head, split
 from .sdpa import SDPAKernel
 
 _SDPA = SDPAKernel()
@@ -95,7 +95,7 @@ def flex_attention(q: Tensor, k: Tensor, v: Tensor, pattern, heads: tuple, bias,
 
 def _group(q, k, v, query_order, parts, heads, bias, ctx, want_lse: bool):
     b, h, n, e = q.shape
-    per_head = any(is_per_head(p) for p in parts)
+    per_head = parts_per_head(parts)
     plan = get_plan(parts, query_order, n, k.shape[2], ctx["q_offset"], ctx["block"],
                     heads if per_head else None, q.device)
     block_mask = _block_mask(plan, parts)

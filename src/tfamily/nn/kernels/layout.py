@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 import torch
 from torch import Tensor
 
-from ..patterns import Difference, Union, candidates, key_order, query_order
+from ..patterns import Difference, Union, candidates, is_per_head, key_order, query_order
 
 # Elements of one chunk's tile-mask evaluation (int64 temporaries are 8x this in bytes).
 _CHUNK_ELEMENTS = 1 << 23
@@ -311,6 +311,13 @@ def _as_band(bk: Bucket, block: int) -> Bucket | None:
     diagonal = width == 1 and bool((new[:, :, 0] == tril).all())
     return Bucket(bk.rows, kv, new.view(R, block, width * block), full, bk.count, bk.all_rows, lo, consecutive,
                   diagonal)
+
+
+@functools.lru_cache(maxsize=256)
+def parts_per_head(parts: tuple) -> bool:
+    """Whether any part's mask depends on the head (cached: Protocol checks walk the
+    attributes on every call, and this runs on every attention call)."""
+    return any(is_per_head(p) for p in parts)
 
 
 @functools.lru_cache(maxsize=256)

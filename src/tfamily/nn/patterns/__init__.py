@@ -63,7 +63,8 @@ for _name, _make in {
     PATTERNS.register(_name, _make)
 
 __all__ = ["Pattern", "BlockCandidates", "Reordered", "HeadDependent", "SoftPattern", "Order",
-           "candidates", "is_per_head", "query_order", "key_order", "dense_mask", "Full", "Causal", "PATTERNS", "resolve",
+           "candidates", "is_per_head", "query_order", "key_order", "dense_mask", "Full", "Causal",
+           "PATTERNS", "resolve",
            "SlidingWindow", "GlobalTokens", "Local1D", "Local2D",
            "StridedColumns", "FixedBlock", "FixedSummary", "strided", "fixed", "factorized",
            "RandomBlocks", "bigbird", "longformer", "Union", "Intersect", "Difference", "PerHead",
