@@ -11,5 +11,5 @@ REPROS = {
     "reformer-duplication": "tfamily.bench.reformer_duplication",
     "sparse-text": "tfamily.repro.sparse_text",
     "mnist-local2d": "tfamily.repro.mnist_pixels",
-    "act-parity": "tfamily.bench.act_parity",
+    "act-parity": "tfamily.repro.act_parity",
 }

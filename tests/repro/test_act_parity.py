@@ -7,8 +7,7 @@ import json
 import pytest
 import torch
 
-from tfamily.bench import act_parity
-from tfamily.bench.cli import REPROS
+from tfamily.repro import REPROS, act_parity
 from tfamily.cli import main
 
 
@@ -27,7 +26,7 @@ def test_command_runs_and_writes_its_files(tmp_path, capsys):
     rc = main(["repro", "act-parity", "--taus", "0.01", "0.001", "--steps", "4", "--dim", "8", "--hidden", "8",
                "--batch", "8", "--max-ponder", "5", "--eval-sequences", "32", "--eval-every", "2",
                "--out", str(out), "--json"])
-    assert rc == 0 and REPROS["act-parity"] == "tfamily.bench.act_parity"
+    assert rc == 0 and REPROS["act-parity"] == "tfamily.repro.act_parity"
     rows = json.loads(capsys.readouterr().out)
     assert [r["setting"] for r in rows] == ["no_act", "tau=0.01", "tau=0.001"]
     assert all(r["steps"] == 4 and 0.0 <= r["sequence_error"] <= 1.0 for r in rows)

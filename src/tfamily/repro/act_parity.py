@@ -9,8 +9,10 @@ which is exactly the plain RNN (tests/nn/test_act.py). The paper: without ACT th
 near 40% (chance is 50%); for tau <= 0.03 it falls below 5%, and at intermediate tau the
 ponder time grows with the number of non-zero entries.
 
-What differs from the paper: the budget (the paper trained for millions of sequences; here
-each setting gets ``--steps`` or ``--time`` seconds on a CPU), the optimiser (Adam at
+The model is an RNN cell under ACT, not a Transformer member, so this reproduction runs its
+own short loop (one BCE step per batch) rather than the shared trainer. What differs from
+the paper: the budget (the paper trained far longer; here each setting gets ``--steps`` or
+``--time`` seconds on a CPU), the optimiser (Adam at
 ``--lr`` with gradient-norm clipping at 1; the paper's optimiser settings are not ours) and
 the tau grid (``--taus``). Sequence error is measured on ``--eval-sequences`` fresh
 sequences, the same ones for every setting. Writes ``table.json/.csv`` (one row per
@@ -29,7 +31,7 @@ import torch
 from torch import Tensor, nn
 
 from ..nn.act import ACT
-from .results import write_rows
+from ..bench.results import write_rows
 
 
 def add_args(p) -> None:
