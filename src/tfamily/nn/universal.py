@@ -87,16 +87,21 @@ class HaltingUnit(nn.Module):
         return torch.sigmoid(self.linear(x)).squeeze(-1)
 
 
+def check_act(max_steps: int, eps: float, ponder_weight: float) -> None:
+    """Refuse halting settings that cannot work, naming the value (also run on specs)."""
+    if isinstance(max_steps, bool) or not isinstance(max_steps, int) or max_steps < 1:
+        raise ValueError(f"Universal Transformer ACT max_steps must be an integer >= 1, got {max_steps!r}")
+    if isinstance(eps, bool) or not isinstance(eps, (int, float)) or not 0.0 < eps < 1.0:
+        raise ValueError(f"ACT eps must be a number in (0, 1), got {eps!r}")
+    if isinstance(ponder_weight, bool) or not isinstance(ponder_weight, (int, float)) or ponder_weight < 0:
+        raise ValueError(f"ponder_weight (t2t's act_loss_weight) must be a number >= 0, got {ponder_weight!r}")
+
+
 class UniversalACT(nn.Module):
     def __init__(self, block: nn.Module, coordinate: nn.Module, halting: nn.Module, max_steps: int, *,
                  eps: float = 0.01, ponder_weight: float = 0.01, final_norm: nn.Module | None = None):
         super().__init__()
-        if isinstance(max_steps, bool) or not isinstance(max_steps, int) or max_steps < 1:
-            raise ValueError(f"Universal Transformer ACT max_steps must be an integer >= 1, got {max_steps!r}")
-        if not 0.0 < eps < 1.0:
-            raise ValueError(f"ACT eps must lie in (0, 1), got {eps!r}")
-        if ponder_weight < 0:
-            raise ValueError(f"ponder_weight (t2t's act_loss_weight) must be >= 0, got {ponder_weight!r}")
+        check_act(max_steps, eps, ponder_weight)
         self.block, self.coordinate, self.halting = block, coordinate, halting
         self.max_steps, self.eps, self.ponder_weight = max_steps, eps, ponder_weight
         self.final_norm = final_norm if final_norm is not None else nn.Identity()
