@@ -16,6 +16,7 @@ run's losses bit for bit); the model's carried state goes through the State prot
 from __future__ import annotations
 
 import contextlib
+import copy
 import json
 import math
 import random
@@ -175,10 +176,8 @@ class Trainer:
         position = self.task.state_dict()
         batch = self.task.next()
         self.task.load_state_dict(position)
-        make = (lambda: build(self.spec)) if self.spec is not None else None
-        if make is None:  # a model given ready-made: time a copy of it
-            import copy
-            make = lambda: copy.deepcopy(self.model)  # noqa: E731
+        def make() -> nn.Module:  # a throwaway copy (a model given ready-made is copied)
+            return build(self.spec) if self.spec is not None else copy.deepcopy(self.model)
         return autotune.probe(make, batch, self.task.size(batch), self.device, settings)
 
     save = snapshot.save
