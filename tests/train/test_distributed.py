@@ -72,3 +72,23 @@ def test_two_process_run_resumes_exactly(tmp_path):
     proc = subprocess.run(cmd, env=_env(), capture_output=True, text=True, timeout=240)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert _losses(part) == _losses(full)
+
+
+@pytest.mark.slow
+def test_two_processes_carry_memory_like_one_and_resume_it_exactly(tmp_path):
+    # XL memory on contiguous streams: each rank carries its rows' memory; the checkpoint holds
+    # every rank's share (snapshot.py) and a resumed two-process run repeats the full one.
+    xl = ["model.position.name=sinusoidal", "model.state.name=xl_memory", "model.state.mem_len=16",
+          "data.stream=true", "data.seq_len=16", "train.warmup=0", "train.min_lr_ratio=1.0", "train.eval_every=null"]
+    one, full, part = tmp_path / "one", tmp_path / "full", tmp_path / "part"
+    _train(one, 1, *xl)
+    _train(full, 2, *xl)
+    assert _losses(full) == pytest.approx(_losses(one), rel=1e-5, abs=1e-6)
+    carry = checkpoint.load(full).group("carry")
+    assert {"memory.0.rank0", "memory.0.rank1", "memory.1.rank0", "memory.1.rank1"} <= set(carry)
+    _train(part, 2, *xl, "--max-steps", "4")
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", "-m",
+           "tfamily.cli", "train", "--resume", str(part), "--max-steps", "8"]
+    proc = subprocess.run(cmd, env=_env(), capture_output=True, text=True, timeout=240)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert _losses(part) == _losses(full)
