@@ -16,7 +16,7 @@ vanilla one token per window). bpc is over the same targets for both: those at l
 A tokens (the longest A of the run) into their stream, where the memory is full and
 a vanilla window fits. The speed ratio is the paper's table 9 (363x to 1,874x on GPU
 for attention lengths 800 to 3,800).
-Without ``--checkpoint`` a small XL model is trained first for ``--train-steps``
+Without ``--checkpoint`` a small XL model is trained first (through the shared loop) for ``--train-steps``
 on contiguous streams of the corpus, so the bpc values mean something.
 """
 from __future__ import annotations
@@ -24,6 +24,7 @@ from __future__ import annotations
 import csv
 import json
 import math
+import tempfile
 import time
 from pathlib import Path
 
@@ -71,29 +72,26 @@ def small_xl(vocab_size: int, d_model: int, n_layers: int, n_heads: int, mem_len
                                   state={"name": "xl_memory", "mem_len": mem_len})
 
 
-def train_small(model, data: torch.Tensor, seg_len: int, steps: int, rows: int = 16, lr: float = 2e-3) -> float:
-    """A plain loop on contiguous streams with carried memory; returns the last loss."""
-    model.train()
-    batches = StreamBatches(data, seg_len, rows)
-    opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.01)
-    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min(1.0, (s + 1) / 20) * 0.5 *
-                                              (1 + math.cos(math.pi * min(s, steps) / max(steps, 1))))
-    state, loss, step = model.new_state(), float("nan"), 0
-    while step < steps:
-        for x, y in batches:
-            out, _ = model.loss({"x": x, "y": y, "state": state})
-            opt.zero_grad(set_to_none=True)
-            out.backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-            opt.step()
-            sched.step()
-            model.after_step()
-            loss, step = out.item(), step + 1
-            if step >= steps:
-                break
-        state.reset()  # the stream wrapped around
-    model.eval()
-    return loss
+def train_small(spec: Spec, args):
+    """Train ``spec`` on contiguous streams of ``args.corpus`` (16 rows, XL memory carried from
+    segment to segment and reset when the stream wraps) through the shared loop; the run's
+    files go to a temporary directory. Returns the trained model."""
+    from ..train.config import load
+    from ..train.loop import Trainer
+    with tempfile.TemporaryDirectory(prefix="xl-eval-") as run:
+        cfg = load(None, {
+            "member": "transformer_xl", "data.corpus": args.corpus, "data.stream": True,
+            "data.seq_len": args.seg_len, "train.batch_size": 16, "train.max_steps": args.train_steps,
+            "train.lr": 2e-3, "train.weight_decay": 0.01, "train.betas": [0.9, 0.999], "train.warmup": 20,
+            "train.min_lr_ratio": 0.0, "train.grad_clip": 1.0, "train.precision": "fp32",
+            "train.seed": args.seed, "train.eval_every": None, "train.eval_tokens": 1, "train.ckpt_every": None,
+            "train.log_every": 50, "train.out": run, "train.tensorboard": False, "train.progress": False})
+        trainer = Trainer(cfg, spec=spec, data_dir=args.data_dir)
+        try:
+            trainer.fit()
+        finally:
+            trainer.close()
+    return trainer.model
 
 
 @torch.inference_mode()
@@ -171,9 +169,7 @@ def _load(args):
         return tr.model, corpus, cfg.data.seq_len, tr.spec.state.mem_len, f"{args.checkpoint}"
     corpus = load_corpus(args.corpus, args.data_dir)
     spec = small_xl(corpus.vocab.size, args.d_model, args.layers, args.heads, args.mem_len)
-    model = build(spec)
-    if args.train_steps > 0:
-        train_small(model, corpus.train, args.seg_len, args.train_steps)
+    model = train_small(spec, args) if args.train_steps > 0 else build(spec)
     model.eval()
     return model, corpus, args.seg_len, args.mem_len, (f"transformer_xl d{args.d_model} L{args.layers} "
                                                        f"trained {args.train_steps} steps on {corpus.name}")
