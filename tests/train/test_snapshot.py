@@ -91,3 +91,16 @@ def test_lstm_state_reset_rows_forgets_only_those_rows():
     assert torch.equal(st.h[:2], h[:2]) and torch.equal(st.c[:2], c[:2]) and not st.h[2].any()
     out = model(x[:, 5:], st)
     torch.testing.assert_close(out[2:], model(x[2:, 5:]), atol=1e-6, rtol=1e-6)
+
+
+def test_a_run_of_a_model_outside_the_family_is_not_loaded_by_name(tmp_path):
+    from tfamily.train.sample import load_trained
+    torch.manual_seed(0)
+    trainer = loop.Trainer(load(None, [*ARGS, "train.max_steps=1", f"train.out={tmp_path / 'run'}"]),
+                           model=TinyLSTM())
+    trainer.fit()
+    with pytest.raises(ValueError, match="built outside the family"):
+        load_trained(tmp_path / "run")
+    fresh = TinyLSTM()
+    checkpoint.load(tmp_path / "run").load_weights(fresh)
+    assert all(torch.equal(a, b) for a, b in zip(fresh.state_dict().values(), trainer.model.state_dict().values()))

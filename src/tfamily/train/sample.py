@@ -36,6 +36,9 @@ class Trained:
 def load_trained(path: str | Path, device: str = "auto") -> Trained:
     """The model of the checkpoint at ``path`` (a run or checkpoint directory), in eval mode."""
     ck = checkpoint.load(path)
+    if ck.meta.get("spec") is None:
+        raise ValueError(f"{ck.path} holds a model built outside the family (Trainer(model=...)), with no spec "
+                         f"to rebuild it from; load its weights into that model with checkpoint.load(...).load_weights")
     spec = Spec.from_dict(ck.meta["spec"])
     dev = resolve_device(device)
     model = build(spec).to(dev)
