@@ -32,7 +32,7 @@ CITATIONS: dict[str, str] = {
                       "with cross-attention",
     "TokenEmbedding": "Vaswani et al. 2017, section 3.4: embedding weights multiplied by sqrt(d_model)",
     "LMHead": "Vaswani et al. 2017, section 3.4: pre-softmax projection shared with the embedding, "
-              "read at h / sqrt(d_model) as in T5 (Raffel et al. 2020)",
+              "read at s h with s learned from d_model^-0.5 (T5's output rescaling, Raffel et al. 2020)",
     "MLMHead": "Devlin et al. 2019, section 3.1 (masked LM): dense + GELU + LayerNorm, then the "
                "tied vocabulary projection",
     # position
