@@ -17,6 +17,7 @@ constructor's signature, never from a list kept by hand.
 """
 from __future__ import annotations
 
+import functools
 import importlib
 import inspect
 from collections.abc import Callable, Iterator, Mapping
@@ -39,12 +40,25 @@ class Entry:
         A ``**kwargs`` catch-all adds none (``nn.Module`` subclasses without their own
         ``__init__`` show one), so every accepted key is a named one. None when the
         constructor has no signature to read."""
-        try:
-            sig = inspect.signature(self.make)
-        except (TypeError, ValueError):
-            return None
-        return tuple(p.name for p in sig.parameters.values()
-                     if p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD) and p.name not in self.needs)
+        keywords = _keywords(self.make)
+        return None if keywords is None else tuple(k for k, _ in keywords if k not in self.needs)
+
+    def required(self) -> tuple[str, ...]:
+        """The user parameters without a default (a spec must set them)."""
+        keywords = _keywords(self.make) or ()
+        return tuple(k for k, has_default in keywords if k not in self.needs and not has_default)
+
+
+@functools.lru_cache(maxsize=None)
+def _keywords(make: Callable) -> tuple[tuple[str, bool], ...] | None:
+    """``(name, has a default)`` for each named keyword of ``make``, read once per
+    constructor (``inspect.signature`` is slow and specs are checked on every construction)."""
+    try:
+        sig = inspect.signature(make)
+    except (TypeError, ValueError):
+        return None
+    return tuple((p.name, p.default is not p.empty) for p in sig.parameters.values()
+                 if p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD))
 
 
 class Registry(Mapping):
@@ -104,6 +118,10 @@ class Registry(Mapping):
         if unknown:
             listed = ", ".join(valid) if valid else f"none ({self.axis} {name!r} takes no parameters)"
             raise ValueError(f"unknown {where} {unknown} for {self.axis} {name!r}; valid keys: {listed}")
+        missing = [k for k in self.entry(name).required() if k not in params]
+        if missing:
+            raise ValueError(f"{where} for {self.axis} {name!r} must set {missing} (no default); "
+                             f"e.g. {where}={{{missing[0]!r}: ...}}")
 
     def make(self, name: str, params: Mapping | None = None, /, **supplied: Any) -> Any:
         """Build ``name`` with its params and the ``needs`` taken from ``supplied``."""
