@@ -29,12 +29,13 @@ def test_runs_share_everything_but_the_pattern(tmp_path):
 
 @pytest.mark.slow
 def test_two_step_comparison_runs(tmp_path, capsys):
-    args = _args(steps=2, d_model=32, layers=1, batch_size=2, seq_len=64, block_size=16, out=tmp_path,
-                 json="")
+    args = _args(steps=2, d_model=32, layers=1, batch_size=2, seq_len=64, block_size=16, out=tmp_path)
     args.json, args.members = True, ["gpt", "bigbird"]
     assert sparse_text.run(args) == 0
     rows = json.loads(capsys.readouterr().out)
     assert [r["member"] for r in rows] == ["gpt", "bigbird"] and all(r["val_bpc"] > 0 for r in rows)
+    assert json.loads((tmp_path / "results.json").read_text()) == rows
+    assert (tmp_path / "results.png").read_bytes()[:4] == b"\x89PNG"
 
 
 def test_data_dir_is_passed_to_every_run(tmp_path):
@@ -42,3 +43,10 @@ def test_data_dir_is_passed_to_every_run(tmp_path):
     cmd = sparse_text.command("gpt", None, args, tmp_path / "gpt")
     assert cmd[cmd.index("--data-dir") + 1] == str(tmp_path / "data")
     assert "--data-dir" not in sparse_text.command("gpt", None, _args(), tmp_path / "gpt")
+
+
+def test_bar_chart_of_the_table(tmp_path):
+    from tfamily.repro.plots import save_bars
+    rows = [{"member": "gpt", "val_bpc": 2.1, "train_s": 30.0}, {"member": "bigbird", "val_bpc": 2.3, "train_s": 41.0}]
+    save_bars(rows, "val_bpc", "bpc", tmp_path / "r.png", "t", note="train_s")
+    assert (tmp_path / "r.png").read_bytes()[:4] == b"\x89PNG"

@@ -52,3 +52,23 @@ def save_curves(curve: list[dict], rows: list[dict], path: Path) -> None:
     fig.tight_layout()
     fig.savefig(path, dpi=100)
     plt.close(fig)
+
+
+def save_bars(rows: list[dict], key: str, label: str, path: Path, title: str, note: str | None = None) -> None:
+    """One bar per row (``row['member']``) of ``row[key]``, annotated with ``row[note]``."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, ax = plt.subplots(figsize=(max(4.0, 1.3 * len(rows)), 3.5))
+    bars = ax.bar(range(len(rows)), [r[key] for r in rows], color="tab:blue")
+    ax.set_xticks(range(len(rows)), [r["member"] for r in rows], rotation=20, ha="right", fontsize=7)
+    if note is not None:
+        for bar, r in zip(bars, rows):
+            ax.annotate(f"{r[note]:.0f} s", (bar.get_x() + bar.get_width() / 2, bar.get_height()),
+                        ha="center", va="bottom", fontsize=7)
+    ax.set_ylabel(label)
+    ax.set_title(title, fontsize=8)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=100)
+    plt.close(fig)

@@ -3,7 +3,8 @@
 `tfamily repro sparse-text` trains a dense GPT and the Sparse Transformer (strided
 and fixed), Longformer and BigBird members at one shape (same width, depth, heads,
 sequence length, optimiser, steps and precision) with `tfamily train`, then prints
-validation bits per character and training time side by side (JSON with --json).
+validation bits per character and training time side by side (JSON with --json) and
+writes results.json / results.csv and a bar chart, results.png.
 Only the attention pattern and kernel differ; pattern sizes are scaled to the
 sequence length (stride ~ sqrt(L) as in Child et al. 2019, windows of L / 4).
 """
@@ -17,6 +18,7 @@ import time
 from pathlib import Path
 
 from ..bench.results import write_rows
+from .plots import save_bars
 
 
 def add_args(p) -> None:
@@ -91,6 +93,9 @@ def run(args) -> int:
                      "steps": res["steps"], "params": res["params"], "precision": res["precision"]})
         print(f"# {name}: val bpc {res['val_bpc']:.3f}, {res['train_s']:.0f} s", file=sys.stderr, flush=True)
     write_rows(out, "results", rows, list(rows[0]))
+    save_bars(rows, "val_bpc", "validation bits per character", out / "results.png",
+              f"{args.corpus}, L={args.seq_len}, {args.steps} steps each (training seconds on the bars)",
+              note="train_s")
     if args.json:
         print(json.dumps(rows, indent=2))
     else:
