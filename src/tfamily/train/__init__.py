@@ -1,4 +1,4 @@
-"""Training: configs, the loop, checkpoints, logging, distributed runs, the CLI.
+"""Training: one loop driving a Task; configs, checkpoints, logging, distributed runs, the CLI.
 
     from tfamily.train import load, train
     result = train(load("demo", ["train.max_steps=500"]))
@@ -10,6 +10,7 @@ from __future__ import annotations
 import importlib
 
 _LAZY = {"Config": "config", "load": "config", "Trainer": "loop", "train": "loop", "resume_config": "loop",
+         "Task": "task", "make_task": "task",
          "NonFiniteLoss": "loop", "load_trained": "sample", "evaluate_trained": "sample", "sample_text": "sample"}
 __all__ = sorted(_LAZY)
 
