@@ -250,3 +250,61 @@ def test_auto_precision_is_static_off_bf16_cpus_and_kept_on_resume(tmp_path, mon
     monkeypatch.setattr(loop.Trainer, "_measure", lambda *a, **k: pytest.fail("a resumed run is not re-timed"))
     resumed = loop.Trainer(loop.resume_config(tmp_path / "b", {"train.max_steps": 4}), resume=tmp_path / "b")
     assert resumed.precision == "bf16"
+
+
+class _Rollouts:
+    """A stand-in for an RL rollout task: batches of observations and returns (no tokens,
+    no "x"), sized in environment steps."""
+
+    name, kind, unit, vocab, vocab_size, seq_len, carries_state = "bandit", "rl", "steps", None, 0, 1, False
+
+    def __init__(self):
+        self.step = 0
+
+    def next(self):
+        g = torch.Generator().manual_seed(self.step)
+        self.step += 1
+        obs = torch.randn(6, 3, generator=g)
+        return {"obs": obs, "ret": obs.sum(-1, keepdim=True)}
+
+    def size(self, batch):
+        return batch["obs"].shape[0]
+
+    def carry(self, state):
+        pass
+
+    def eval_batches(self, max_units, batch_size):
+        yield self.next()
+
+    def eval_size(self, max_units):
+        return 6
+
+    def eval_metrics(self, loss):
+        return {}
+
+    def state_dict(self):
+        return {"step": self.step}
+
+    def load_state_dict(self, state):
+        self.step = state["step"]
+
+
+class _Critic(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.v = torch.nn.Linear(3, 1)
+
+    def loss(self, batch):
+        err = (self.v(batch["obs"]) - batch["ret"]).pow(2).mean()
+        return err, {"tokens": batch["obs"].shape[0]}
+
+
+def test_the_loop_drives_any_task_counting_its_unit(tmp_path):
+    # The loop never looks inside a batch: a rollout-like task with its own keys and unit trains.
+    from tfamily.train.task import Task
+    task = _Rollouts()
+    assert isinstance(task, Task)
+    t = loop.Trainer(cfg(tmp_path, train__max_steps=40, train__lr=5e-2, train__warmup=0), task=task, model=_Critic())
+    r = t.fit()
+    assert r["unit"] == "steps" and r["tokens"] == 40 * 6 and r["val_bpc"] is None
+    assert r["val_loss"] < 0.5 * float(read_csv(tmp_path / "run" / "train.csv")[0]["loss"])
