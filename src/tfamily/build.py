@@ -27,6 +27,7 @@ from .nn.reversible import ReversibleStack
 from .objectives import CausalLM, MaskedLM, Seq2Seq
 from .registry import (DEPTHS, FEEDFORWARDS, HEADS, KERNELS, MODELS, OBJECTIVES, PATTERNS, POSITIONS,
                        RESIDUALS, STATES)
+from .sizes import check_fits
 from .spec import Spec
 
 
@@ -168,4 +169,5 @@ def build(spec: Spec | str) -> nn.Module:
         spec = members.get(spec)()
     if not isinstance(spec, Spec):
         raise TypeError(f"build() takes a Spec or a member name, got {type(spec).__name__}")
+    check_fits(spec)  # refuse a model larger than the machine before allocating any of it
     return MODELS.make(spec.model, spec=spec)

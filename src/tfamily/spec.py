@@ -94,6 +94,9 @@ class HeadsSpec:
             raise ValueError(f"n_heads={self.n_heads} is not divisible by n_kv_heads={self.n_kv_heads}; "
                              f"n_kv_heads must divide n_heads (valid: "
                              f"{[d for d in range(1, self.n_heads + 1) if self.n_heads % d == 0]})")
+        if self.shared_qk and self.kv_heads != self.n_heads:  # keys are the queries (Kitaev et al. 2020)
+            raise ValueError(f"heads.shared_qk=True needs n_kv_heads == n_heads, got n_kv_heads={self.n_kv_heads}, "
+                             f"n_heads={self.n_heads}; drop n_kv_heads or shared_qk")
 
     @property
     def kv_heads(self) -> int:

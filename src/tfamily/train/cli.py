@@ -10,10 +10,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import sys
+import tempfile
+from pathlib import Path
 
-from .config import PRECISIONS, parse_overrides
+from .config import PRECISIONS
+from .flags import flag_overrides
 
 
 class _Intermixed(argparse.ArgumentParser):
@@ -102,23 +106,20 @@ def add_parser(sub) -> None:
     p.set_defaults(func=_demo)
 
 
-def _overrides(args) -> dict:
-    o = parse_overrides(args.overrides)
-    for flag, key in (("member", "member"), ("max_steps", "train.max_steps"), ("time_budget", "train.time_budget"),
-                      ("out", "train.out"), ("precision", "train.precision"), ("device", "train.device"),
-                      ("seed", "train.seed")):
-        if getattr(args, flag, None) is not None:
-            o[key] = getattr(args, flag)
-    if getattr(args, "compile", False):
-        o["train.compile"] = True
-    if getattr(args, "activation_checkpointing", False):
-        o["train.activation_checkpointing"] = True
-    return o
+def _finite(value):
+    """``value`` with every non-finite float replaced by None: JSON has no NaN or Infinity."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(v) for v in value]
+    return value
 
 
 def _print_result(result: dict, as_json: bool, title: str) -> None:
     if as_json:
-        print(json.dumps(result))
+        print(json.dumps(_finite(result), allow_nan=False))
         return
     keys = ("member", "params", "steps", "tokens", "wall_s", "tokens_per_s", "train_loss", "val_loss",
             "val_bpc", "val_acc", "checkpoint")
@@ -129,17 +130,53 @@ def _print_result(result: dict, as_json: bool, title: str) -> None:
             print(f"  {k:<13} {v:.4f}" if isinstance(v, float) else f"  {k:<13} {v}")
 
 
+def check_data_dir(data_dir: str | None) -> None:
+    """A ``--data-dir`` must be an existing directory: searching past a missing one would
+    quietly read ``$TFAMILY_DATA`` or the cache instead of what was asked for."""
+    if data_dir is None:
+        return
+    path = Path(data_dir).expanduser()
+    if not path.exists():
+        raise FileNotFoundError(f"--data-dir {path} does not exist; create it and put the data there, or drop "
+                                f"--data-dir to use $TFAMILY_DATA / the user cache")
+    if not path.is_dir():
+        raise NotADirectoryError(f"--data-dir {path} is a file, not a directory; pass the directory that "
+                                 f"holds the data")
+
+
+def check_out(out: str | None) -> None:
+    """Create the run directory ``out`` now and check it takes files, so a bad ``--out``
+    fails before any training rather than at the first checkpoint."""
+    if out is None:
+        return
+    path = Path(out).expanduser()
+    if path.exists() and not path.is_dir():
+        raise NotADirectoryError(f"--out {path} is a file, not a directory; pick a directory path for the run")
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=path):
+            pass
+    except OSError as e:
+        raise PermissionError(f"--out {path} cannot be used as a run directory ({e.strerror or e}); "
+                              f"pick a writable directory") from e
+
+
 def _train(args) -> int:
     from . import loop
-    from .config import load
-    overrides = _overrides(args)
+    from .checkpoint import load as load_checkpoint
+    from .config import check_resume, load
+    overrides = flag_overrides(args)
+    check_data_dir(args.data_dir)
     if args.resume:
         if args.config:
             raise ValueError("--resume takes its config from the checkpoint; drop -c/--config "
                              "(key=value overrides still apply)")
+        check_resume(load_checkpoint(args.resume).meta, overrides)
         cfg = loop.resume_config(args.resume, overrides)
     else:
         cfg = load(args.config, overrides)
+        if int(os.environ.get("RANK", "0")) == 0:
+            check_out(cfg.train.out)
     try:
         result = loop.train(cfg, data_dir=args.data_dir, resume=args.resume)
     except loop.NonFiniteLoss as e:
@@ -157,10 +194,15 @@ def _eval(args) -> int:
             raise ValueError(f"--{flag.replace('_', '-')} must be >= 1, got {getattr(args, flag)}")
     if args.mem_len is not None and args.mem_len < 0:
         raise ValueError(f"--mem-len must be >= 0, got {args.mem_len}")
+    check_data_dir(args.data_dir)
     tr = load_trained(args.checkpoint, args.device)
     result = evaluate_trained(tr, split=args.split, max_tokens=args.max_tokens, batch_size=args.batch_size,
                               precision=args.precision, data_dir=args.data_dir, mem_len=args.mem_len)
     _print_result(result, args.json, f"{result['name']} at step {result['steps']} on the {args.split} split")
+    if not math.isfinite(result["val_loss"]):
+        print(f"tfamily eval: error: the {args.split} loss is not finite ({result['val_loss']}); the weights "
+              f"in {result['checkpoint']} are broken: evaluate an earlier checkpoint", file=sys.stderr)
+        return 3
     return 0
 
 
@@ -176,4 +218,5 @@ def _generate(args) -> int:
 
 def _demo(args) -> int:
     from .demo import run
+    check_data_dir(args.data_dir)
     return run(args)

@@ -30,8 +30,9 @@ from torch import nn
 
 from .. import members
 from ..build import build
+from ..sizes import check_fits
 from ..spec import Spec
-from . import autotune, checkpoint, distributed, snapshot
+from . import autotune, checkpoint, distributed, rundir, snapshot
 from .budget import Budget
 from .config import Config, apply_overrides, deep_merge, dump, from_dict, parse_duration
 from .device import autocast, resolve_precision
@@ -111,6 +112,9 @@ class Trainer:
                              f"over {d.world_size} ranks; use a multiple of {d.world_size}")
         self.device, self.precision = d.device, resolve_precision(t.precision, d.device)
         self.ckpt = checkpoint.load(resume) if resume is not None else None
+        if data_dir is None and self.ckpt is not None:
+            data_dir = self.ckpt.meta.get("data_dir")  # a resumed run reads the data it ran on
+        self.data_dir = str(Path(data_dir).expanduser().resolve()) if data_dir is not None else None
         self.cfg = cfg
         seed_all(t.seed)
         if task is None:
@@ -120,6 +124,9 @@ class Trainer:
         self.task = task
         if model is None:
             self.spec = spec if spec is not None else make_spec(cfg, task.vocab_size, task.seq_len)
+            # Refuse sizes the machine cannot hold before allocating any of them.
+            check_fits(self.spec, batch=t.batch_size // d.world_size, seq_len=task.seq_len, training=True,
+                       device=self.device)
             model = build(self.spec)
         else:
             self.spec = None
@@ -130,6 +137,7 @@ class Trainer:
                              task.eval_size(t.eval_tokens))
         self.scheduler = warmup_cosine(self.optimizer, t.warmup, t.max_steps or t.warmup + 10**6, t.min_lr_ratio)
         self.step, self.tokens, self.elapsed, self.train_s = 0, 0, 0.0, 0.0
+        self.recent: deque = deque(maxlen=50)  # the last losses; train_loss is their mean (checkpointed)
         self.state = carried_state(self.model, task.carries_state)
         if d.active:  # distinct dropout noise per rank (the weights are identical: same seed)
             torch.manual_seed(t.seed + 1000003 * d.rank)
@@ -158,7 +166,6 @@ class Trainer:
         self.saved_step = self.step if self.ckpt is not None else None  # known on every rank
         self.last_eval: dict | None = None
         self.evals: list[dict] = []  # this session's evaluations, in order
-        self.recent: deque = deque(maxlen=50)
 
     def close(self, sync: bool = True) -> None:
         """Leave the process group (see ``distributed.teardown``), dropping the DDP wrapper
@@ -214,18 +221,24 @@ class Trainer:
         if not math.isfinite(norm):
             self._stop(f"non-finite gradient norm ({norm}) with finite loss {loss:.4g}", self.step + 1)
         self.optimizer.step()
+        if not weights_finite(self.model):
+            # A huge lr overflows the weights with a finite loss and gradient norm; stop before
+            # anything saves them, so the last checkpoint stays good.
+            self._stop(f"non-finite weights after the optimiser step (loss {loss:.4g}, gradient norm "
+                       f"{norm:.4g})", self.step + 1, after=True)
         self.scheduler.step()
         self.optimizer.zero_grad(set_to_none=True)
         if callable(getattr(self.model, "after_step", None)):
             self.model.after_step()
         return loss, norm, units
 
-    def _stop(self, what: str, step: int) -> None:
+    def _stop(self, what: str, step: int, after: bool = False) -> None:
         self.optimizer.zero_grad(set_to_none=True)
         last = f"the last good checkpoint is {self.last_ckpt}" if self.last_ckpt else "no checkpoint was written yet"
-        raise NonFiniteLoss(f"{what} at step {step}; stopped before the optimiser step, so the weights are "
-                            f"unchanged and {last}. Try a lower train.lr, train.grad_clip=1.0, or "
-                            f"train.precision=fp32")
+        when = ("stopped before saving them" if after else
+                "stopped before the optimiser step, so the weights are unchanged")
+        raise NonFiniteLoss(f"{what} at step {step}; {when} and {last}. Try a lower train.lr, "
+                            f"train.grad_clip=1.0, or train.precision=fp32")
 
     def evaluate(self) -> dict:
         t = self.cfg.train
@@ -235,6 +248,15 @@ class Trainer:
 
     # -- the loop ----------------------------------------------------------------------------
     def fit(self) -> dict:
+        """Train to the end; rank 0 holds the run directory's lock throughout (one writer)."""
+        lock = rundir.RunLock(self.run_dir) if self.dist.main else None
+        try:
+            return self._fit()
+        finally:
+            if lock is not None:
+                lock.release()
+
+    def _fit(self) -> dict:
         t, d = self.cfg.train, self.dist
         wall0 = time.perf_counter()
         if d.main:
@@ -306,6 +328,12 @@ class Trainer:
         self.last_eval = {"step": self.step, "train_s": self.train_s, **e}
         self.evals.append(self.last_eval)
         log.log_eval({"step": self.step, "tokens": self.tokens, **{k: e.get(k) for k in ("loss", "bpc", "ppl", "acc")}})
+
+
+def weights_finite(model: nn.Module) -> bool:
+    """Whether every weight is finite: one fused max-abs pass, one host sync."""
+    params = [p.detach() for p in model.parameters()]
+    return not params or bool(torch.stack(torch._foreach_norm(params, float("inf"))).isfinite().all())
 
 
 def resume_config(path: str | Path, overrides: dict | None = None) -> Config:

@@ -76,8 +76,10 @@ def _run_threads(meta: dict, device: torch.device):
 
 def evaluate_trained(tr: Trained, *, split: str = "val", max_tokens: int | None = None, batch_size: int | None = None,
                      precision: str = "auto", data_dir=None, mem_len: int | None = None) -> dict:
-    """Evaluate a trained model on ``split`` of the data it was trained on."""
+    """Evaluate a trained model on ``split`` of the data it was trained on (read from the data
+    directory the run used unless ``data_dir`` says otherwise)."""
     cfg = from_dict(tr.meta["config"])
+    data_dir = data_dir if data_dir is not None else tr.meta.get("data_dir")
     cfg.data.eval_split = split
     cfg.data.download = False
     dev = next(tr.model.parameters()).device

@@ -60,7 +60,8 @@ def save(tr) -> Path | None:
                 "scheduler": tr.scheduler.state_dict(), "optimizer": opt_meta, "rng": rng_meta,
                 "data": task.state_dict(), "carry": carry_meta, "precision": tr.precision,
                 "threads": torch.get_num_threads(),
-                "metrics": {"train_loss": tr.train_loss, "val": tr.last_eval}}
+                "metrics": {"train_loss": tr.train_loss, "val": tr.last_eval},
+                "recent": list(tr.recent), "data_dir": tr.data_dir}
         json.dumps(meta)  # fail before writing anything if some state is not plain data
         path = checkpoint.write(tr.run_dir / "checkpoints", tr.step, tr.model, groups, meta, tr.cfg.train.keep)
         tr.last_ckpt = path
@@ -88,5 +89,6 @@ def restore(tr, ck: checkpoint.Loaded) -> None:
                          f"resume it with the same number of processes")
     checkpoint.restore_rng(rng, meta["rng"], mine)
     tr.step, tr.tokens, tr.elapsed = meta["step"], meta["tokens"], meta["elapsed"]
+    tr.recent.extend(meta.get("recent") or [])  # so a resumed run reports the same train_loss
     if tr.state is not None and meta.get("carry"):
         _carry_in(tr.state, ck.group("carry"), meta["carry"], tr.dist.rank, tr.device)
