@@ -29,7 +29,8 @@ def vanilla():
     torch.manual_seed(0)
     model = tfamily.build(members.vanilla(**SMALL, tie_embeddings=False)).eval()
     with torch.no_grad():
-        model.head.proj.weight.mul_(4)
+        # Set, not scaled from the default init (which starts near uniform on purpose).
+        torch.nn.init.normal_(model.head.proj.weight, std=0.4)
         model.head.proj.weight[EOS].mul_(2.5)
     return model
 
