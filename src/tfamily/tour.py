@@ -80,7 +80,15 @@ CITATIONS: dict[str, str] = {
     "Stack": "Vaswani et al. 2017, section 3.1: a stack of N identical layers",
     "ReversibleStack": "Gomez et al. 2017; Kitaev et al. 2020, section 3: y1 = x1 + F(x2), "
                        "y2 = x2 + G(y1)",
+    "Universal": "Dehghani et al. 2019, section 2.1: one shared block applied recurrently, "
+                 "H^t = Transition(A^t)",
+    "UniversalACT": "Dehghani et al. 2019, section 2.2: per-position dynamic halting (ACT, Graves "
+                    "2016) with a ponder loss",
+    "Coordinate": "Dehghani et al. 2019, section 2.1: coordinate signal P^t, sinusoids of position "
+                  "and step added before every step",
     # feed-forward
+    "SepConvTransition": "Dehghani et al. 2019, section 2.1: a separable-convolution transition "
+                         "(Chollet 2017)",
     "MLP": "Vaswani et al. 2017, eq. 2: FFN(x) = max(0, x W1 + b1) W2 + b2 (GELU: Hendrycks & "
            "Gimpel 2016)",
     "Chunked": "Kitaev et al. 2020, section 3: the feed-forward computed in chunks along the sequence",
