@@ -23,7 +23,9 @@ from .nn.memory import SegmentMemory
 from .nn.patterns import Full, Pattern, SoftPattern
 from .nn.patterns import resolve as resolve_pattern
 from .nn.position import NoPosition
+from .nn.position.coordinate import Coordinate
 from .nn.reversible import ReversibleStack
+from .nn.universal import HaltingUnit, Universal, UniversalACT
 from .objectives import CausalLM, MaskedLM, Seq2Seq
 from .registry import (DEPTHS, FEEDFORWARDS, HEADS, KERNELS, MODELS, OBJECTIVES, PATTERNS, POSITIONS,
                        RESIDUALS, STATES)
@@ -82,9 +84,25 @@ def _reversible(blocks: Callable[[int], nn.Module], n_layers: int, final_norm: n
     return ReversibleStack([blocks(i) for i in range(n_layers)], final_norm)
 
 
+def _universal(blocks: Callable[[int], nn.Module], n_layers: int, final_norm: nn.Module | None, spec: Spec):
+    # Dehghani et al. 2019: one block shared by all T = n_layers recurrent steps, the
+    # coordinate signal (eq. 6-7) added before each.
+    return Universal(blocks(0), Coordinate(spec.d_model), n_layers, final_norm)
+
+
+def _universal_act(blocks: Callable[[int], nn.Module], n_layers: int, final_norm: nn.Module | None, spec: Spec,
+                   eps: float = 0.01, ponder_weight: float = 0.01, halting_bias: float = 1.0):
+    # Dehghani et al. 2019, section 2.2 with tensor2tensor's halting: n_layers is max_steps.
+    return UniversalACT(blocks(0), Coordinate(spec.d_model), HaltingUnit(spec.d_model, halting_bias), n_layers,
+                        eps=eps, ponder_weight=ponder_weight, final_norm=final_norm)
+
+
 _DEPTH_NEEDS = ("blocks", "n_layers", "final_norm", "spec")
 DEPTHS.register("stack", _stack, needs=_DEPTH_NEEDS)
 DEPTHS.register("reversible", _reversible, needs=_DEPTH_NEEDS)
+# shared: one block serves every step (no per-layer inputs for XL memory, nothing to checkpoint per layer)
+DEPTHS.register("universal", _universal, needs=_DEPTH_NEEDS, shared=True)
+DEPTHS.register("universal_act", _universal_act, needs=_DEPTH_NEEDS, shared=True)
 
 
 def stack(spec: Spec, n_layers: int, *, pattern_: Pattern | None = None, cross: bool = False) -> nn.Module:

@@ -43,5 +43,22 @@ def check_lsh(spec: Spec) -> None:
                          "shared-QK hashing does not apply; use model 'decoder' or 'encoder'")
 
 
+def check_universal(spec: Spec) -> None:
+    """Depths that share one block across steps (Universal Transformer, Dehghani et al. 2019)."""
+    depth = spec.depth
+    if not DEPTHS.entry(depth.name).info.get("shared"):
+        return
+    if spec.state.name == "xl_memory":
+        raise ValueError(f"depth {depth.name!r} with state 'xl_memory': XL memory keeps each layer's input, "
+                         f"but the Universal Transformer's steps share one block; use state 'kv_cache'")
+    if depth.checkpointing:
+        raise ValueError(f"depth {depth.name!r} with depth.checkpointing=True is not supported; "
+                         f"set checkpointing=False")
+    if depth.name == "universal_act":
+        from .nn.universal import check_act
+        check_act(depth.n_layers, depth.params.get("eps", 0.01), depth.params.get("ponder_weight", 0.01))
+
+
 CHECKS.register("params", check_params)
 CHECKS.register("lsh", check_lsh)
+CHECKS.register("universal", check_universal)

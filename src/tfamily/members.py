@@ -183,6 +183,37 @@ def adaptive_span() -> dict:
     return spec
 
 
+# -- recurrence in depth (issue 14): nn/universal.py (shared block, t2t halting),
+# nn/position/coordinate.py (position + step, eq. 6-7). ACT on or off is the depth name.
+
+@member("universal_transformer", "Dehghani et al. 2019, Universal Transformers")
+def universal_transformer() -> dict:
+    """Encoder-decoder whose encoder and decoder each apply one post-norm block (section 2.1:
+    LayerNorm after attention and after the transition) recurrently for T = depth.n_layers = 6
+    steps, adding the coordinate signal (position + step) before every step instead of input
+    positions; feed-forward ReLU transition; the base shape of the vanilla model. ACT is off;
+    depth__name="universal_act" turns on per-position halting (t2t semantics, max_steps =
+    n_layers, ponder weight 0.01), one ponder loss per side."""
+    return dict(model="encoder_decoder", d_model=512, dropout=0.1,
+                pattern={"name": "causal"}, position={"name": "none"},
+                heads={"n_heads": 8}, residual={"name": "post_norm"},
+                depth={"name": "universal", "n_layers": 6}, ff={"d_ff": 2048, "activation": "relu"},
+                objective={"name": "seq2seq"})
+
+
+@member("universal_transformer_lm", "Dehghani et al. 2019, Universal Transformers")
+def universal_transformer_lm() -> dict:
+    """Decoder-only UT with per-position dynamic halting on (depth 'universal_act': at most
+    8 steps, eps 0.01, ponder weight 0.01, halting bias 1): the shape of the paper's LM runs
+    is not ours; d 512, 8 heads, ReLU d_ff 2048, bytes. depth__name="universal" turns ACT off
+    (a fixed 8 steps)."""
+    return dict(model="decoder", vocab_size=256, d_model=512, dropout=0.1,
+                pattern={"name": "causal"}, position={"name": "none"},
+                heads={"n_heads": 8}, residual={"name": "post_norm"},
+                depth={"name": "universal_act", "n_layers": 8}, ff={"d_ff": 2048, "activation": "relu"},
+                objective={"name": "causal_lm"})
+
+
 def __getattr__(name: str):
     if name in REGISTRY:
         return REGISTRY[name].make

@@ -20,6 +20,7 @@ from .nn.adaptive_span import SoftPatternKernel
 from .nn.attention import Attention
 from .nn.block import Block
 from .nn.feedforward import Chunked
+from .nn.position.coordinate import Coordinate
 from .nn.patterns.combine import Intersect, PerHead, Union
 from .spec import Spec
 
@@ -148,7 +149,8 @@ def _parts(model: nn.Module) -> dict[str, list]:
     head = [model.head, model.head.out] if isinstance(model.head, MLMHead) else [model.head]
     return {
         "model": [model], "embedding": [model.embed, *head],
-        "position": [model.position, *(a.position for a in attns if a.position is not None)],
+        "position": [model.position, *(m for m in model.modules() if isinstance(m, Coordinate)),
+                     *(a.position for a in attns if a.position is not None)],
         "pattern": [leaf for a in attns for leaf in _leaves(a.pattern)],
         "kernel": [k for a in attns for k in ([a.kernel, a.kernel.inner] if isinstance(a.kernel, SoftPatternKernel)
                                                else [a.kernel])],
