@@ -116,3 +116,18 @@ def test_every_model_kind_collects_a_part_anywhere(name, where):
 def test_plain_modules_are_not_hooks():
     assert not isinstance(nn.Linear(2, 2), AuxLoss)
     assert not isinstance(nn.Linear(2, 2), AfterStep)
+
+
+def test_universal_transformer_with_act_translates_with_its_ponder_cost():
+    """The issue's case: a UT with ACT used as an encoder-decoder trains its ponder loss."""
+    torch.manual_seed(0)
+    model = tfamily.build(members.universal_transformer(**SMALL, depth__name="universal_act"))
+    loss, metrics = model.loss(_batch(torch.Generator().manual_seed(0)))
+    ponder = {k: v for k, v in metrics.items() if k.startswith("aux/")}
+    assert any(k.startswith("aux/encoder") for k in ponder) and any(k.startswith("aux/decoder") for k in ponder)
+    assert all(v > 0 for v in ponder.values())
+    plain, _ = model.objective(model, _batch(torch.Generator().manual_seed(0)))
+    torch.testing.assert_close(loss, plain + sum(aux_losses(model).values()))
+    loss.backward()
+    halting = [p for n, p in model.named_parameters() if "halt" in n]
+    assert halting and all(p.grad is not None and p.grad.abs().sum() > 0 for p in halting)
