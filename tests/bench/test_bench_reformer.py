@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import csv
 import json
+import sys
 
 import pytest
 
@@ -49,7 +50,7 @@ def test_dense_time_beyond_the_measured_range_follows_l_squared():
 
 def test_bench_lsh_end_to_end(tmp_path, capsys):
     args = _args(bench_lsh, ["--lengths", "256", "--rounds", "1", "2", "--heads", "2", "--d-head", "16",
-                             "--bucket-size", "32", "--repeats", "0", "--threads", "1",
+                             "--bucket-size", "32", "--repeats", "0", "--threads", "1", "--peer", "none",
                              "--out", str(tmp_path), "--json"])
     assert bench_lsh.run(args) == 0
     rows = json.loads(capsys.readouterr().out)
@@ -58,6 +59,17 @@ def test_bench_lsh_end_to_end(tmp_path, capsys):
     assert all(r["speedup"] > 0 for r in rows if r["kind"] == "lsh")
     for name in ("lsh.json", "lsh.csv", "lsh.png"):
         assert (tmp_path / name).stat().st_size > 0
+
+
+def test_bench_lsh_skips_the_peer_rows_with_a_note_without_transformers(tmp_path, capsys, monkeypatch):
+    monkeypatch.setitem(sys.modules, "transformers", None)  # import transformers -> ImportError
+    args = _args(bench_lsh, ["--lengths", "64", "--rounds", "1", "--heads", "1", "--d-head", "8",
+                             "--bucket-size", "16", "--repeats", "0", "--threads", "1", "--max-dense-len", "0",
+                             "--out", str(tmp_path), "--json"])
+    assert bench_lsh.run(args) == 0
+    out = capsys.readouterr()
+    assert [r["kind"] for r in json.loads(out.out)] == ["lsh"]
+    assert "peer rows skipped: transformers is not installed" in out.err
 
 
 def test_bench_reversible_end_to_end(tmp_path, capsys):

@@ -12,6 +12,17 @@ resident memory it added above the inputs. Dense attention is measured up to
 (t = a L^2, a fitted by least squares on the measured lengths >= 1/4 of the longest),
 and the row says so
 (``extrapolated: true``, memory null). ``speedup`` = dense time / LSH time at that length.
+
+Peer (``--peer hf``, the default when ``transformers`` is installed: ``pip install -e '.[peers]'``):
+Hugging Face's ``LSHSelfAttention`` (the Reformer's LSH layer: shared-QK and value projections,
+hashing, chunked causal attention) against the same layer built from ours (two bias-free
+linear maps, keys = normalised queries, kernel "lsh"), same heads, head size, chunk length,
+bucket count and rounds, forward + backward w.r.t. input and weights. Both run in one process,
+alternating call by call (``--peer-repeats`` timed calls each after a warm-up); the row gives
+the fastest of each and ``hf_over_ours``. Ours does more per call: it restricts attention to the
+query's own bucket and counts keys seen in several rounds once (the paper); HF attends every
+key of the chunk window (our ``same_bucket_only=False``) and counts repeats again. Without
+``transformers`` the peer rows are skipped with a one-line note.
 """
 from __future__ import annotations
 
@@ -27,7 +38,7 @@ from .results import write_rows
 from .procmem import peak_mb, worker_env
 
 FIELDS = ["kind", "n_hashes", "seq_len", "fwd_bwd_ms", "peak_mb", "speedup", "extrapolated",
-          "batch", "heads", "d_head", "bucket_size", "threads"]
+          "batch", "heads", "d_head", "bucket_size", "threads", "ours_ms", "hf_ms", "hf_over_ours", "peer_version"]
 
 
 def add_args(p) -> None:
@@ -41,6 +52,11 @@ def add_args(p) -> None:
                    help="longest length at which dense SDPA is run; longer ones are extrapolated")
     p.add_argument("--repeats", type=int, default=1, help="timed calls after the measured first one")
     p.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
+    p.add_argument("--peer", default="hf", choices=["hf", "none"],
+                   help="hf: also time Hugging Face's LSHSelfAttention against ours (needs transformers)")
+    p.add_argument("--peer-lengths", type=int, nargs="+", default=None,
+                   help="lengths for the peer rows (default: --lengths up to 16384)")
+    p.add_argument("--peer-repeats", type=int, default=3, help="timed calls of each layer, alternating")
     p.add_argument("--out", default="runs/bench/lsh", help="directory for lsh.json/.csv/.png")
     p.add_argument("--json", action="store_true", help="print the rows as a JSON list")
     p.add_argument("--worker", default=None, help=argparse.SUPPRESS)
@@ -63,23 +79,46 @@ def run(args) -> int:
             rows.append(_spawn(args, "lsh", L, r))
         print(f"# L={L}: done", file=sys.stderr, flush=True)
     _add_dense_extrapolation(rows, args)
+    rows += _peer_rows(args)
     out = write_rows(args.out, "lsh", rows, FIELDS)
     _plot(rows, out / "lsh.png")
     if args.json:
         print(json.dumps(rows, indent=2))
     else:
         for r in rows:
-            print(" ".join(f"{k}={r.get(k)}" for k in FIELDS[:7]))
+            keys = FIELDS[:3] + (["ours_ms", "hf_ms", "hf_over_ours"] if r["kind"] == "peer" else FIELDS[3:7])
+            print(" ".join(f"{k}={r.get(k)}" for k in keys))
     return 0
 
 
-def _spawn(args, kind: str, L: int, rounds: int) -> dict:
+def _peer_rows(args) -> list[dict]:
+    if args.peer == "none":
+        return []
+    try:
+        import transformers
+    except ImportError:
+        print("# peer rows skipped: transformers is not installed (pip install -e '.[peers]')",
+              file=sys.stderr, flush=True)
+        return []
+    lengths = args.peer_lengths or [L for L in args.lengths if L <= 16384]
+    rows = []
+    for L in lengths:
+        for r in args.rounds:
+            row = _spawn(args, "peer", L, r, measures=("time",))
+            rows.append(row | {"peer_version": f"transformers {transformers.__version__}"})
+        print(f"# peer L={L}: done", file=sys.stderr, flush=True)
+    return rows
+
+
+def _spawn(args, kind: str, L: int, rounds: int, measures=("time", "memory")) -> dict:
     cmd = [sys.executable, "-m", "tfamily.bench.lsh", "--worker", kind, "--lengths", str(L),
            "--rounds", str(max(rounds, 1)), "--bucket-size", str(args.bucket_size), "--batch", str(args.batch),
            "--heads", str(args.heads), "--d-head", str(args.d_head), "--repeats", str(args.repeats),
-           "--threads", str(args.threads)]
+           "--threads", str(args.threads), "--peer-repeats", str(args.peer_repeats)]
     row = {}
     for measure, env in (("time", None), ("memory", worker_env())):
+        if measure not in measures:
+            continue
         proc = subprocess.run(cmd + ["--measure", measure], capture_output=True, text=True, env=env)
         if proc.returncode != 0:
             raise RuntimeError(f"bench lsh worker {kind} L={L} ({measure}) failed:\n{proc.stderr[-2000:]}")
@@ -96,6 +135,8 @@ def _measure(args) -> dict:
 
     if args.threads:
         torch.set_num_threads(args.threads)
+    if args.worker == "peer":
+        return _measure_peer(args)
     L, rounds = args.lengths[0], args.rounds[0]
     b, h, e = args.batch, args.heads, args.d_head
     torch.manual_seed(0)
@@ -129,6 +170,49 @@ def _measure(args) -> dict:
     return {**meta, "fwd_bwd_ms": round(best * 1e3, 1), "threads": torch.get_num_threads()}
 
 
+def _measure_peer(args) -> dict:
+    """Ours and HF's LSH layer (projections + attention), alternating call by call."""
+    import torch
+    import torch.nn.functional as F
+    from transformers.models.reformer.modeling_reformer import LSHSelfAttention, ReformerConfig
+
+    from ..nn.kernels.lsh import LSHKernel
+    from ..nn.patterns import Causal
+
+    L, rounds = args.lengths[0], args.rounds[0]
+    b, h, e, c = args.batch, args.heads, args.d_head, args.bucket_size
+    kernel = LSHKernel(n_hashes=rounds, bucket_size=c)
+    cfg = ReformerConfig(hidden_size=h * e, num_attention_heads=h, attention_head_size=e, num_hashes=rounds,
+                         lsh_attn_chunk_length=c, num_buckets=kernel.buckets_for(L), lsh_num_chunks_before=1,
+                         lsh_num_chunks_after=0, is_decoder=True, lsh_attention_probs_dropout_prob=0.0,
+                         attn_layers=["lsh"])
+    torch.manual_seed(0)
+    hf = LSHSelfAttention(cfg).train()
+    qk = torch.nn.Linear(h * e, h * e, bias=False)
+    val = torch.nn.Linear(h * e, h * e, bias=False)
+    x = torch.randn(b, L, h * e, requires_grad=True)
+
+    def ours():
+        q = qk(x).view(b, L, h, e).transpose(1, 2)
+        v = val(x).view(b, L, h, e).transpose(1, 2)
+        out, _ = kernel(q, F.normalize(q, dim=-1), v, pattern=Causal())
+        return out.transpose(1, 2).reshape(b, L, h * e)
+
+    times = {"ours": [], "hf": []}
+    for i in range(1 + args.peer_repeats):  # the first round warms both up
+        for name, fn in (("ours", ours), ("hf", lambda: hf(x).hidden_states)):
+            x.grad = None
+            t0 = time.perf_counter()
+            fn().sum().backward()
+            if i:
+                times[name].append(time.perf_counter() - t0)
+    best = {k: min(v) * 1e3 for k, v in times.items()}
+    return {"kind": "peer", "n_hashes": rounds, "seq_len": L, "batch": b, "heads": h, "d_head": e,
+            "bucket_size": c, "threads": torch.get_num_threads(), "extrapolated": False,
+            "ours_ms": round(best["ours"], 1), "hf_ms": round(best["hf"], 1),
+            "hf_over_ours": round(best["hf"] / best["ours"], 2)}
+
+
 def _add_dense_extrapolation(rows: list[dict], args) -> None:
     dense = sorted((r for r in rows if r["kind"] == "dense_sdpa"), key=lambda r: r["seq_len"])
     # Least squares for t = a L^2: a = sum(t L^2) / sum(L^4), dominated by the longest
@@ -156,7 +240,7 @@ def _plot(rows: list[dict], path: Path) -> None:
 
     fig, (ax_t, ax_m) = plt.subplots(1, 2, figsize=(11, 4))
     series = {}
-    for r in rows:
+    for r in (r for r in rows if r["kind"] != "peer"):
         name = "dense SDPA (causal)" if r["kind"] == "dense_sdpa" else f"LSH-{r['n_hashes']}"
         series.setdefault(name, []).append(r)
     for name, rs in series.items():

@@ -5,9 +5,9 @@ model can only get them right by attending back to the first copy. A one-layer
 shared-QK model is trained with full attention and with LSH attention of 1, 2 and 4 hash
 rounds, and each is evaluated with full attention and with 1, 2, 4 and 8 rounds (the
 kernel is swapped in place; the weights are the same). "Full" attention is the LSH
-kernel with one chunk holding the whole sequence, which is exactly dense shared-QK
-attention with the self rule (tests/nn/kernels/test_lsh.py), so the only difference
-between settings is the hashing.
+kernel with one chunk holding the whole sequence and ``same_bucket_only=False``, which is
+exactly dense shared-QK attention with the self rule (tests/nn/kernels/test_lsh.py), so the
+only difference between settings is the hashing.
 
 The paper uses |w| = 511 (1024-token sequences) and long training; the defaults here (|w| = 63,
 d_model 64, 4 heads, buckets of 16 so about 8 buckets as the paper's 1024 tokens / 64,
@@ -50,9 +50,10 @@ def add_args(p) -> None:
 
 
 def _setting(name: str, length: int, bucket_size: int) -> dict:
-    """Kernel params of a setting: 'full' = one chunk of the whole sequence; 'lshR' = R rounds."""
+    """Kernel params of a setting: 'full' = one chunk of the whole sequence whose window takes
+    every key, whatever its bucket; 'lshR' = R rounds of the paper's own-bucket windows."""
     if name == "full":
-        return {"n_hashes": 1, "bucket_size": bucket_size, "chunk_len": length}
+        return {"n_hashes": 1, "bucket_size": bucket_size, "chunk_len": length, "same_bucket_only": False}
     if name.startswith("lsh") and name[3:].isdigit() and int(name[3:]) >= 1:
         return {"n_hashes": int(name[3:]), "bucket_size": bucket_size}
     raise ValueError(f"unknown setting {name!r}; use 'full' or 'lshR' with R >= 1 hash rounds (e.g. lsh4)")

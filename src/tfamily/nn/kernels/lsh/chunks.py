@@ -3,9 +3,9 @@
 Each round cuts its sorted order into chunks of ``c`` slots; a chunk's queries score the keys
 of their own chunk and the one before (2c keys), which holds every query's window (layout.py),
 and the window, the pattern, key padding and the self rule then mask the scores. Rounds are
-combined by their log-sum-exp weights, with each key's score lowered by the log of the number
-of rounds in which the pair meets (appendix A), so the result is one softmax over every key a
-query saw in any round, each counted once.
+combined by their log-sum-exp weights, and a round skips the keys an earlier round's window
+already holds (appendix A: each key counts once), so the result is one softmax over every
+key a query saw in any round, each counted once.
 
 The memory-efficient path is a custom autograd function that keeps only q, k, v, the layout,
 the output and its log-sum-exp, and recomputes the chunk scores in the backward pass (as flash
@@ -22,7 +22,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from ...patterns import Pattern
-from .layout import SLICE_SCORES, Layout, in_window, log_multiplicity
+from .layout import SLICE_SCORES, Layout, first_sighting
 
 
 @dataclass
@@ -79,11 +79,14 @@ class Group:
         self.qpos = perm.view(self.n, self.nc, c)
         self.kpos = self.window(self.qpos)
         self.kval = self.window(lay.valid[rows // n_heads].gather(1, perm).view(self.n, self.nc, c))
-        # Windows of the queries and slots of the window's keys in every round: (R, G, C, c | 2c).
-        at = lambda t, pos: t.gather(2, pos.reshape(self.n, 1, -1).expand(-1, n_rounds, -1)) \
-            .view(self.n, n_rounds, self.nc, -1).transpose(0, 1)  # noqa: E731
-        self.kslots = at(flat(lay.slot), self.kpos)
-        self.los, self.his = at(flat(lay.lo), self.qpos), at(flat(lay.hi), self.qpos)
+        # Windows of the queries and slots of the window's keys in rounds <= r: (r+1, G, C, c | 2c).
+        at = lambda t, pos: t[:, : r + 1].gather(2, pos.reshape(self.n, 1, -1).expand(-1, r + 1, -1)) \
+            .view(self.n, r + 1, self.nc, -1).transpose(0, 1)  # noqa: E731
+        # The window tests are elementwise passes over every score: int16 halves their memory
+        # traffic wherever 2 * slot fits (Lp <= 16384).
+        small = torch.int16 if 2 * (lp - 1) <= torch.iinfo(torch.int16).max else torch.int32
+        self.kslots = at(flat(lay.slot), self.kpos).to(small)
+        self.los, self.his = at(flat(lay.lo), self.qpos).to(small), at(flat(lay.hi), self.qpos).to(small)
         self.r = r
 
     def sort(self, x: Tensor) -> Tensor:
@@ -102,18 +105,16 @@ class Group:
         """Gradient over windows (G, C, 2c, ...) -> per sorted chunk (G, C, c, ...)."""
         return dw if self.nc == 1 else dw[:, :, : self.c] + dw[:, :, self.c:].roll(-1, dims=1)
 
-    def mask(self, pattern: Pattern, dtype: torch.dtype) -> tuple[Tensor, Tensor | None]:
-        """``(G, C, c, 2c)``: allowed entries (window of this round, pattern, key padding, not
-        self: each position occurs once per round, on its own chunk's diagonal) and log N,
-        the number of rounds in which the pair meets (None with one round)."""
-        r = self.r
-        allowed = in_window(self.kslots[r], self.los[r], self.his[r])
+    def mask(self, pattern: Pattern) -> Tensor:
+        """``(G, C, c, 2c)`` allowed entries: in this round's window and no earlier round's,
+        the pattern, key padding, and not self (each position occurs once per round, on its
+        own chunk's diagonal)."""
+        allowed = first_sighting(self.kslots, self.los, self.his, self.r)
         allowed &= pattern.mask_mod(self.bi[..., None], self.hi[..., None], self.qpos[..., :, None],
                                     self.kpos[..., None, :])
         allowed &= self.kval[..., None, :]
         allowed[..., :, : self.c].diagonal(dim1=-2, dim2=-1).fill_(False)
-        log_n = log_multiplicity(self.kslots, self.los, self.his, dtype) if self.kslots.shape[0] > 1 else None
-        return allowed, log_n
+        return allowed
 
     def probs(self, qs: Tensor, kw: Tensor, pattern: Pattern, lse: Tensor | None):
         """Scores -> probabilities. Without ``lse`` (forward) they are normalised per round and
@@ -121,9 +122,7 @@ class Group:
         over all rounds."""
         acc = acc_dtype(qs.dtype)
         s = torch.matmul(qs, kw.transpose(-1, -2)).to(acc)
-        allowed, log_n = self.mask(pattern, acc)
-        if log_n is not None:
-            s = s.sub_(log_n)
+        allowed = self.mask(pattern)
         if lse is None:
             m = torch.where(allowed, s, -torch.inf).amax(-1, keepdim=True)
             live = m > -torch.inf  # rows with some allowed key; the others output exactly zero
@@ -160,7 +159,7 @@ def _rounds(lay: Layout, n_heads: int, cfg: ChunkConfig, device):
 class LSHFunction(torch.autograd.Function):
     """Sorted-chunk attention over all rounds. Forward keeps the output O and the
     log-sum-exp LSE over every (round, key) entry; backward recomputes each chunk's
-    probabilities P = exp(S - log N - LSE) and applies dS = P (dP - rowsum(dO * O))."""
+    probabilities P = exp(S - LSE) and applies dS = P (dP - rowsum(dO * O))."""
 
     @staticmethod
     def forward(ctx, q, k, v, lay, cfg):
@@ -232,9 +231,7 @@ def attend_plain(q: Tensor, k: Tensor, v: Tensor, lay: Layout, cfg: ChunkConfig,
         s = torch.matmul(grp.sort(qf), grp.window(grp.sort(kf)).transpose(-1, -2)).to(acc) * cfg.scale
         if bias is not None:
             s = s + _gather_bias(bias, grp, b, h, cfg.length).to(acc)
-        allowed, log_n = grp.mask(cfg.pattern, acc)
-        if log_n is not None:
-            s = s - log_n
+        allowed = grp.mask(cfg.pattern)
         # A finite fill: a row with nothing allowed gets a huge negative log-sum-exp, so it
         # weighs nothing against other rounds and its output is exactly zero.
         s = s.masked_fill(~allowed, neg)
