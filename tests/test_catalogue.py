@@ -14,12 +14,11 @@ import importlib.util
 import json
 import os
 import shutil
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
 import pytest
-import torch
 
 from tfamily import cli
 
@@ -183,7 +182,7 @@ def finished_run(tmp_path, paths):
     return {"bad": str(_copy_run(tmp_path, paths))}
 
 
-def big_vocab_checkpoint(tmp_path, paths):
+def invalid_saved_config(tmp_path, paths):
     run = _copy_run(tmp_path, paths)
     _edit_meta(run, lambda m: m["config"]["train"].update(lr="fast"))
     return {"bad": str(run)}
@@ -372,7 +371,7 @@ CLI_CASES = [
     Case("meta of another format", ["eval", "{bad}"], ["format 99", "format 1"], setup=meta_format, lines=3),
     Case("weights of another shape", ["eval", "{bad}"], ["does not fit this model", "size mismatch"],
          setup=meta_other_shape),
-    Case("checkpoint config invalid", ["eval", "{bad}"], ["train.lr", "'fast'"], setup=big_vocab_checkpoint),
+    Case("checkpoint config invalid", ["eval", "{bad}"], ["train.lr", "'fast'"], setup=invalid_saved_config),
     Case("generate nowhere", ["generate", "/nonexistent/run"], ["does not exist"]),
     Case("generate tokens negative", ["generate", "{run}", "--tokens", "-1"], ["--tokens", ">= 0"]),
     Case("generate --temperature 0", ["generate", "{run}", "--temperature", "0"], ["temperature", "> 0", "greedy"]),
