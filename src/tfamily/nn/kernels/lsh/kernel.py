@@ -5,7 +5,10 @@ memory-efficient autograd function, or plain autograd with an additive bias or w
 Fewer queries than keys (decoding with a cache, XL memory) run rows.py, which attends each
 query to exactly the keys the whole-sequence pass would give it. Randomness (rotations,
 dropout) comes from torch's global generator, so a caller that restores the RNG state (the
-reversible stack) replays the same hashing and the same dropout.
+reversible stack) replays the same hashing and the same dropout. Every call hashes afresh (all
+cached keys too, O(m) per step), so a decoding step equals recomputing its prefix whenever the
+two draw the same rotations: the same generator state, and the same bucket count (fixed
+``n_buckets``, or the count derived from the prefix length that both then see).
 """
 from __future__ import annotations
 
