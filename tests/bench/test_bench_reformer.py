@@ -1,10 +1,9 @@
-"""The Reformer benchmarks and the duplication reproduction run end to end at toy sizes
-and write what they promise (JSON/CSV/PNG, the train-by-eval table); the L^2
-extrapolation of dense time is what it says."""
+"""The Reformer benchmarks run end to end at toy sizes and write what they promise
+(JSON/CSV/PNG); the L^2 extrapolation of dense time is what it says. The duplication
+reproduction's tests are in tests/repro/test_reformer_duplication.py."""
 from __future__ import annotations
 
 import argparse
-import csv
 import json
 import sys
 
@@ -12,7 +11,6 @@ import pytest
 
 from tfamily.bench import lsh as bench_lsh
 from tfamily.bench import procmem
-from tfamily.bench import reformer_duplication as dup
 from tfamily.bench import reversible as bench_rev
 from tfamily.bench.cli import BENCHES, REPROS
 
@@ -25,7 +23,7 @@ def _args(module, argv):
 
 def test_registered_in_the_cli_tables():
     assert BENCHES["lsh"] == "tfamily.bench.lsh" and BENCHES["reversible"] == "tfamily.bench.reversible"
-    assert REPROS["reformer-duplication"] == "tfamily.bench.reformer_duplication"
+    assert REPROS["reformer-duplication"] == "tfamily.repro.reformer_duplication"
 
 
 def test_peak_memory_sees_torch_cpu_allocations():
@@ -83,25 +81,3 @@ def test_bench_reversible_end_to_end(tmp_path, capsys):
     assert rows[0]["param_mb"] == rows[1]["param_mb"]  # same layers, only the depth axis differs
     for name in ("reversible.json", "reversible.csv", "reversible.png"):
         assert (tmp_path / name).stat().st_size > 0
-
-
-def test_duplication_repro_writes_the_train_by_eval_table(tmp_path, capsys):
-    args = _args(dup, ["--length", "6", "--n-symbols", "4", "--steps", "2", "--d-model", "16", "--heads", "2",
-                       "--bucket-size", "4", "--eval-sequences", "8", "--train", "full", "lsh2",
-                       "--eval", "full", "lsh1", "lsh8", "--jobs", "1", "--out", str(tmp_path)])
-    assert dup.run(args) == 0
-    printed = capsys.readouterr().out
-    assert "Full attention" in printed and "LSH-8" in printed
-    with open(tmp_path / "table.csv") as f:
-        rows = list(csv.DictReader(f))
-    assert [r["train"] for r in rows] == ["full", "lsh2"]
-    assert all(0.0 <= float(r[e]) <= 100.0 for r in rows for e in ("full", "lsh1", "lsh8"))
-    assert json.loads((tmp_path / "table.json").read_text())["config"]["length"] == 6
-
-
-def test_full_setting_is_one_chunk_and_bad_settings_are_refused():
-    assert dup._setting("full", 127, 16)["chunk_len"] == 127
-    assert dup._setting("lsh4", 127, 16) == {"n_hashes": 4, "bucket_size": 16}
-    for bad in ("lsh0", "lsh", "dense"):
-        with pytest.raises(ValueError, match=bad):
-            dup._setting(bad, 127, 16)

@@ -8,7 +8,7 @@ this table lists them (module with ``add_args(parser)`` and ``run(args) -> int``
 from __future__ import annotations
 
 REPROS = {
-    "reformer-duplication": "tfamily.bench.reformer_duplication",
+    "reformer-duplication": "tfamily.repro.reformer_duplication",
     "sparse-text": "tfamily.repro.sparse_text",
     "mnist-local2d": "tfamily.repro.mnist_pixels",
     "act-parity": "tfamily.repro.act_parity",
