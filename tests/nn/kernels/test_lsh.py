@@ -14,6 +14,7 @@ from tfamily.members import reformer
 from tfamily.nn.kernels import KERNELS, ReferenceKernel
 from tfamily.nn.kernels.lsh import LSHKernel, dense_shared_qk, lsh_buckets, lsh_reference, lsh_windows
 from tfamily.nn.patterns import Causal, Full, SlidingWindow
+from tfamily.nn.patterns.combine import PerHead
 from tfamily.spec import Spec
 
 DT = torch.float64
@@ -59,6 +60,18 @@ def test_fast_paths_equal_the_papers_dense_definition(pattern, memory_efficient,
             q, k, v, pattern=pattern, n_buckets=kernel.buckets_for(n), n_hashes=n_hashes, chunk_len=5,
             same_bucket_only=same_bucket_only, key_padding=pad), q, v, seed=seed + 10)
         _close(got, want)
+
+
+@pytest.mark.parametrize("memory_efficient", [True, False])
+def test_head_dependent_patterns_are_masked_per_head(memory_efficient):
+    # Each (batch, head) row of a group gets its own head index in mask_mod.
+    pattern = PerHead([Causal(), SlidingWindow(window=4), Causal()])
+    q, v, pad = _inputs(n=29)
+    kernel = LSHKernel(n_hashes=2, bucket_size=4, chunk_len=5, memory_efficient=memory_efficient)
+    got = _run(lambda q, k, v: kernel(q, k, v, pattern=pattern, key_padding=pad)[0], q, v, seed=1)
+    want = _run(lambda q, k, v: lsh_reference(q, k, v, pattern=pattern, n_buckets=kernel.buckets_for(29),
+                                              n_hashes=2, chunk_len=5, key_padding=pad), q, v, seed=1)
+    _close(got, want)
 
 
 def _loop_windows(buckets, c, causal, same_bucket_only):

@@ -110,8 +110,7 @@ class Group:
         the pattern, key padding, and not self (each position occurs once per round, on its
         own chunk's diagonal)."""
         allowed = first_sighting(self.kslots, self.los, self.his, self.r)
-        allowed &= pattern.mask_mod(self.bi[..., None], self.hi[..., None], self.qpos[..., :, None],
-                                    self.kpos[..., None, :])
+        allowed &= pattern.mask_mod(self.bi, self.hi, self.qpos[..., :, None], self.kpos[..., None, :])
         allowed &= self.kval[..., None, :]
         allowed[..., :, : self.c].diagonal(dim1=-2, dim2=-1).fill_(False)
         return allowed
