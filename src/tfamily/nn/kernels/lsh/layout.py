@@ -104,19 +104,22 @@ def make_layout(k: Tensor, key_padding: Tensor | None, n_buckets: int, n_hashes:
     return Layout(perm, slot.to(i32), lo.to(i32), hi.to(i32), valid, c)
 
 
-def in_window(kslot: Tensor, lo: Tensor, hi: Tensor) -> Tensor:
-    """Keys' slots ``(..., w)`` against queries' windows ``(..., c)`` -> ``(..., c, w)`` bool.
-    One subtraction and one comparison: |2 slot - (lo + hi)| <= hi - lo."""
+def in_window(kslot: Tensor, lo: Tensor, hi: Tensor, inside: bool = True) -> Tensor:
+    """Keys' slots ``(..., w)`` against queries' windows ``(..., c)`` -> ``(..., c, w)`` bool (or
+    its negation with ``inside=False``). One subtraction: |2 slot - (lo + hi)| <= hi - lo."""
     d = (2 * kslot)[..., None, :] - (lo + hi)[..., :, None]
-    return d.abs_() <= (hi - lo)[..., :, None]
+    width = (hi - lo)[..., :, None]
+    return d.abs_() <= width if inside else d.abs_() > width
 
 
-def log_multiplicity(kslots: Tensor, los: Tensor, his: Tensor, dtype: torch.dtype) -> Tensor:
-    """Kitaev et al. 2020, appendix A: with several rounds a key found in N_ij of them would be
-    counted N_ij times; subtracting log N_ij from its score in every round counts it once.
-    ``kslots`` ``(R, ..., w)``, ``los``/``his`` ``(R, ..., c)`` over all rounds ->
-    log N ``(..., c, w)`` (0 where the pair meets in no round, so that stays finite)."""
-    count = in_window(kslots[0], los[0], his[0]).to(torch.uint8)
-    for r in range(1, kslots.shape[0]):
-        count += in_window(kslots[r], los[r], his[r])
-    return count.clamp_min_(1).to(dtype).log_()
+def first_sighting(kslots: Tensor, los: Tensor, his: Tensor, r: int) -> Tensor:
+    """Kitaev et al. 2020, appendix A: with several rounds a key found in several of them must
+    count once. The paper lowers its score by the log of that count in every round; equivalently
+    (and with no counts to keep) a round attends only the keys that no earlier round's window
+    holds, so the rounds' windows partition the union. ``kslots`` ``(R, ..., w)`` the window
+    keys' slots in every round, ``los``/``his`` ``(R, ..., c)`` the queries' windows ->
+    ``(..., c, w)``: in round ``r``'s window and in none before."""
+    ok = in_window(kslots[r], los[r], his[r])
+    for prev in range(r):
+        ok &= in_window(kslots[prev], los[prev], his[prev], inside=False)
+    return ok

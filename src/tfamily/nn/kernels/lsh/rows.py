@@ -15,7 +15,7 @@ from torch import Tensor
 
 from ...patterns import Pattern
 from .chunks import acc_dtype, alone, self_allowed
-from .layout import Layout, in_window, log_multiplicity
+from .layout import Layout, first_sighting
 
 
 def attend_rows(q: Tensor, k: Tensor, v: Tensor, lay: Layout, pattern: Pattern, q_offset: int,
@@ -32,11 +32,11 @@ def attend_rows(q: Tensor, k: Tensor, v: Tensor, lay: Layout, pattern: Pattern, 
     kpos = lay.perm.gather(-1, wslots.clamp_min(0).long().reshape(b, h, n_rounds, -1)) \
         .view(b, h, n_rounds, n, 2 * c)                                      # (b, h, R, n, 2c)
     # Windows of the queries and slots of their keys in every round (R first): the same test
-    # and the same multiplicity as the chunked path.
+    # and the same dedup across rounds as the chunked path.
     los, his = (x[..., t].movedim(2, 0) for x in (lay.lo, lay.hi))           # (R, b, h, n)
     kslots = torch.stack([idx(lay.slot, kpos[:, :, r]) for r in range(n_rounds)])  # (R, b, h, R, n*2c)
     kslots = kslots.view(n_rounds, b, h, n_rounds, n, 2 * c)
-    allowed = torch.stack([in_window(kslots[r, :, :, r], los[r][..., None], his[r][..., None])
+    allowed = torch.stack([first_sighting(kslots[r].movedim(2, 0), los[..., None], his[..., None], r)
                            .squeeze(-2) for r in range(n_rounds)], dim=2) & exists
     bi = torch.arange(b, device=q.device).view(b, 1, 1, 1, 1)
     hi = torch.arange(h, device=q.device).view(1, h, 1, 1, 1)
@@ -47,10 +47,6 @@ def attend_rows(q: Tensor, k: Tensor, v: Tensor, lay: Layout, pattern: Pattern, 
     kg = k.gather(2, kpc.reshape(b, h, -1, 1).expand(-1, -1, -1, e)).view(b, h, n_rounds, n, 2 * c, e)
     acc = acc_dtype(q.dtype)
     sc = torch.einsum("bhne,bhrnwe->bhrnw", q, kg).to(acc) * scale
-    if n_rounds > 1:
-        log_n = torch.stack([log_multiplicity(kslots[r].movedim(2, 0), los[..., None], his[..., None], acc)
-                             .squeeze(-2) for r in range(n_rounds)], dim=2)
-        sc = sc - log_n
     if bias is not None:
         full = bias.expand(b, h, n, bias.shape[-1])
         sc = sc + full.gather(-1, kpc.permute(0, 1, 3, 2, 4).reshape(b, h, n, -1)) \
