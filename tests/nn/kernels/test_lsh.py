@@ -181,6 +181,54 @@ def test_memory_efficient_gradients_with_dropout():
     assert not torch.equal(f(q, v), kernel(q, F.normalize(q, dim=-1), v, pattern=Causal())[0])
 
 
+@pytest.mark.parametrize("keep", [True, False], ids=["kept_probs", "recomputed"])
+@pytest.mark.parametrize("rows_per_group", [None, 1], ids=["one_group", "row_groups"])
+@pytest.mark.parametrize("dropout_p", [0.0, 0.3])
+def test_backward_paths_and_row_groups_give_the_same_gradients(monkeypatch, keep, rows_per_group, dropout_p):
+    # The memory-efficient backward keeps the forward's probabilities or recomputes them
+    # (chosen by size in keeps_probs), over all (batch, head) rows at once or a few at a time
+    # (strided windows and the fold cross rows of a group): every combination equals plain
+    # autograd without dropout, and the kept path with the same dropout seed, on fresh inputs
+    # of several lengths and chunk counts (one chunk included).
+    from tfamily.nn.kernels.lsh import chunks
+
+    for seed, n, c, n_hashes in ((0, 37, 5, 3), (1, 40, 4, 1), (2, 23, 5, 2), (3, 9, 16, 2)):
+        torch.manual_seed(seed)
+        q, v, pad = _inputs(n=n)
+        args = dict(n_hashes=n_hashes, bucket_size=4, chunk_len=c)
+        fast = LSHKernel(**args)
+        plain = LSHKernel(**args, memory_efficient=False)
+        call = lambda kern: lambda q, k, v: kern(q, k, v, pattern=Causal(), key_padding=pad,  # noqa: E731
+                                                 dropout_p=dropout_p if kern is fast else 0.0)[0]
+        want = _run(call(fast), q, v, seed=seed + 10) if dropout_p else _run(call(plain), q, v, seed=seed + 10)
+        with monkeypatch.context() as m:
+            m.setattr(chunks, "KEEP_PROBS", chunks.KEEP_PROBS if keep else 0)
+            if rows_per_group:
+                m.setattr(chunks, "SLICE_SCORES", rows_per_group * (-(-n // c) * c) * 2 * c)
+            lay_n = -(-n // c) * c
+            lay = chunks.Layout(*(torch.zeros(2, 3, n_hashes, lay_n),) * 4, pad, c)
+            assert chunks.keeps_probs(lay, 6) is keep
+            assert len(chunks._groups(2, 3, lay_n, c)) == (6 if rows_per_group else 1)
+            got = _run(call(fast), q, v, seed=seed + 10)
+        _close(got, want)
+
+
+def test_kept_and_recomputed_probabilities_pass_gradcheck_with_dropout(monkeypatch):
+    from tfamily.nn.kernels.lsh import chunks
+
+    q = torch.randn(1, 2, 11, 3, dtype=DT, requires_grad=True)
+    v = torch.randn(1, 2, 11, 3, dtype=DT, requires_grad=True)
+    kernel = LSHKernel(n_hashes=2, n_buckets=2, chunk_len=3)
+
+    def f(q, v):
+        torch.manual_seed(4)
+        return kernel(q, F.normalize(q, dim=-1), v, pattern=Causal(), dropout_p=0.3)[0]
+
+    for limit in (chunks.KEEP_PROBS, 0):
+        monkeypatch.setattr(chunks, "KEEP_PROBS", limit)
+        assert torch.autograd.gradcheck(f, (q, v))
+
+
 @pytest.mark.parametrize("memory_efficient", [True, False])
 @pytest.mark.parametrize("n_hashes", [1, 2, 4])
 def test_causal_lsh_is_causal_as_a_function_of_the_input(memory_efficient, n_hashes):

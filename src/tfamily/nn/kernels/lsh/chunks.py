@@ -10,7 +10,9 @@ key a query saw in any round, each counted once.
 The memory-efficient path is a custom autograd function that keeps only q, k, v, the layout,
 the output and its log-sum-exp, and recomputes the chunk scores in the backward pass (as flash
 attention does), a group of (batch, head) rows at a time, so peak memory stays O(L) at any
-number of rounds. ``attend_plain`` is the same computation under ordinary autograd, with an
+number of rounds. When every round's chunk probabilities together fit in ``KEEP_PROBS`` floats
+it keeps them instead (``keeps_probs``: the one place that chooses), which saves the backward
+one score product and the masks; both give the same gradients (tested). ``attend_plain`` is the same computation under ordinary autograd, with an
 optional additive score bias (relative positions: an L x L tensor already).
 """
 from __future__ import annotations
@@ -23,6 +25,10 @@ from torch import Tensor
 
 from ...patterns import Pattern
 from .layout import SLICE_SCORES, Layout, first_sighting
+
+# Score elements (all rounds, all rows) up to which the forward keeps the chunk probabilities
+# for the backward instead of recomputing them: the same 32 MiB bound as one slice of work.
+KEEP_PROBS = SLICE_SCORES
 
 
 @dataclass
@@ -61,6 +67,12 @@ def _groups(b: int, h: int, lp: int, chunk_len: int) -> list[tuple[int, int]]:
     return [(g, min(g + step, b * h)) for g in range(0, b * h, step)]
 
 
+def keeps_probs(lay: Layout, n_rows: int) -> bool:
+    """Does the memory-efficient forward keep every round's chunk probabilities (``n_rows``
+    flattened (batch, head) rows, each round ``Lp x 2c`` scores) for the backward?"""
+    return lay.n_rounds * n_rows * lay.padded_len * 2 * lay.chunk_len <= KEEP_PROBS
+
+
 class Group:
     """Rows [g0, g1) of the flattened (batch, head) axis in round ``r``: the sort, its inverse,
     and what masks their chunks' scores."""
@@ -96,14 +108,42 @@ class Group:
     def unsort(self, x: Tensor) -> Tensor:
         return x.reshape(self.n * self.nc * self.c, *x.shape[3:]).index_select(0, self.scatter)
 
+    @property
+    def own(self) -> int:
+        """Where a chunk's own rows start in its window (after the previous chunk's)."""
+        return 0 if self.nc == 1 else self.c
+
     def window(self, x: Tensor) -> Tensor:
-        """Per chunk: its own rows then the previous chunk's (the first chunk's "previous" is
-        the last; no window reaches it, see layout.py)."""
-        return x if self.nc == 1 else torch.cat([x, x.roll(1, dims=1)], dim=2)
+        """Sorted chunks (G, C, c, ...) -> windows (G, C, 2c, ...): the previous chunk's rows
+        then its own (the first chunk's "previous" is the last; no window reaches it, see
+        layout.py)."""
+        return x if self.nc == 1 else torch.cat([x.roll(1, dims=1), x], dim=2)
+
+    def sort_window(self, x: Tensor) -> Tensor:
+        """Rows of the group in original order (G*Lp, e) -> their sorted windows (G, C, 2c, e)
+        as a strided view, no copy per window: one buffer holds ``c`` spare (zero) rows and
+        then every sorted chunk, so chunk j's window is buffer rows [jc, jc + 2c). Only the
+        first chunk of each row sees other rows there (the spare ones, or the last chunk of
+        the row before): no window reaches those slots, so they are masked as in ``window``."""
+        if self.nc == 1:
+            return self.sort(x)
+        e = x.shape[1]
+        buf = x.new_empty(self.c + self.gather.numel(), e)
+        buf[: self.c].zero_()
+        torch.index_select(x, 0, self.gather, out=buf[self.c:])
+        return buf.as_strided((self.n, self.nc, 2 * self.c, e), (self.nc * self.c * e, self.c * e, e, 1))
 
     def fold(self, dw: Tensor) -> Tensor:
-        """Gradient over windows (G, C, 2c, ...) -> per sorted chunk (G, C, c, ...)."""
-        return dw if self.nc == 1 else dw[:, :, : self.c] + dw[:, :, self.c:].roll(-1, dims=1)
+        """Gradient over windows (G, C, 2c, ...) -> per sorted chunk (G, C, c, ...): chunk j's
+        own part plus chunk j+1's "previous" part. Across the flattened (row, chunk) axis, as
+        ``sort_window`` lays them out; the parts that land on another row are exact zeros
+        (masked entries)."""
+        if self.nc == 1:
+            return dw
+        out = dw[:, :, self.c:].contiguous()
+        flat = out.view(self.n * self.nc, self.c, *dw.shape[3:])
+        flat[:-1] += dw[:, :, : self.c].reshape(self.n * self.nc, self.c, *dw.shape[3:])[1:]
+        return out
 
     def mask(self, pattern: Pattern) -> Tensor:
         """``(G, C, c, 2c)`` allowed entries: in this round's window and no earlier round's,
@@ -112,7 +152,7 @@ class Group:
         allowed = first_sighting(self.kslots, self.los, self.his, self.r)
         allowed &= pattern.mask_mod(self.bi, self.hi, self.qpos[..., :, None], self.kpos[..., None, :])
         allowed &= self.kval[..., None, :]
-        allowed[..., :, : self.c].diagonal(dim1=-2, dim2=-1).fill_(False)
+        allowed[..., :, self.own: self.own + self.c].diagonal(dim1=-2, dim2=-1).fill_(False)
         return allowed
 
     def probs(self, qs: Tensor, kw: Tensor, pattern: Pattern, lse: Tensor | None):
@@ -145,20 +185,23 @@ def _dropout_mask(shape, p: float, gen: torch.Generator, device) -> Tensor:
     return torch.empty(shape, device=device).bernoulli_(1.0 - p, generator=gen).div_(1.0 - p)
 
 
-def _rounds(lay: Layout, n_heads: int, cfg: ChunkConfig, device):
+def _rounds(lay: Layout, n_heads: int, cfg: ChunkConfig, device, groups: list[Group] | None = None):
     """(round generator, row range, group) in a fixed order: forward and backward draw the
-    same dropout masks from the same seeds."""
+    same dropout masks from the same seeds. ``groups``: the forward's, in that order."""
     b, lp = lay.valid.shape[0], lay.padded_len
+    made = iter(groups) if groups is not None else None
     for r in range(lay.n_rounds):
         gen = torch.Generator(device).manual_seed(cfg.seed + r) if cfg.dropout_p > 0 else None
         for g0, g1 in _groups(b, n_heads, lp, lay.chunk_len):
-            yield gen, g0 * lp, g1 * lp, Group(lay, r, n_heads, g0, g1)
+            grp = next(made) if made is not None else Group(lay, r, n_heads, g0, g1)
+            yield gen, g0 * lp, g1 * lp, grp
 
 
 class LSHFunction(torch.autograd.Function):
     """Sorted-chunk attention over all rounds. Forward keeps the output O and the
     log-sum-exp LSE over every (round, key) entry; backward recomputes each chunk's
-    probabilities P = exp(S - LSE) and applies dS = P (dP - rowsum(dO * O))."""
+    probabilities P = exp(S - LSE) (or, when ``keeps_probs``, rescales the forward's per-round
+    ones: P = p_r exp(LSE_r - LSE)) and applies dS = P (dP - rowsum(dO * O))."""
 
     @staticmethod
     def forward(ctx, q, k, v, lay, cfg):
@@ -167,12 +210,17 @@ class LSHFunction(torch.autograd.Function):
         qf, kf, vf = q.reshape(-1, e), k.reshape(-1, e), v.reshape(-1, e)
         out = torch.zeros(b * h * lp, e, dtype=acc, device=q.device)
         lse = torch.full((b * h * lp,), torch.finfo(acc).min, dtype=acc, device=q.device)
+        kept = [] if keeps_probs(lay, b * h) else None
         for gen, r0, r1, grp in _rounds(lay, h, cfg, q.device):
             qs = grp.sort(qf[r0:r1]).mul_(cfg.scale)  # the sort copies, so scaling here is free
-            p, lse_r = grp.probs(qs, grp.window(grp.sort(kf[r0:r1])), cfg.pattern, None)
+            p, lse_r = grp.probs(qs, grp.sort_window(kf[r0:r1]), cfg.pattern, None)
+            if kept is not None:
+                kept.append((grp, p, lse_r))
+            pz = p
             if gen is not None:
-                p = p.mul_(_dropout_mask(p.shape, cfg.dropout_p, gen, q.device))
-            o_r = grp.unsort(torch.matmul(p.to(v.dtype), grp.window(grp.sort(vf[r0:r1]))).to(acc))
+                z = _dropout_mask(p.shape, cfg.dropout_p, gen, q.device)
+                pz = p * z if kept is not None else p.mul_(z)
+            o_r = grp.unsort(torch.matmul(pz.to(v.dtype), grp.sort_window(vf[r0:r1])).to(acc))
             lse_r = grp.unsort(lse_r[..., None]).squeeze(-1)
             # Online merge of this round into (out, lse), as flash attention merges blocks.
             old = lse[r0:r1]
@@ -182,7 +230,7 @@ class LSHFunction(torch.autograd.Function):
         only = alone(lse, self_allowed(cfg.pattern, lay.valid, h, torch.arange(lp, device=q.device)).reshape(-1))
         out[only] = vf[only].to(acc)
         ctx.save_for_backward(q, k, v, out, lse)
-        ctx.lay, ctx.cfg = lay, cfg
+        ctx.lay, ctx.cfg, ctx.kept = lay, cfg, kept
         return out.view(b, h, lp, e).to(q.dtype)
 
     @staticmethod
@@ -195,10 +243,18 @@ class LSHFunction(torch.autograd.Function):
         do = dout.reshape(-1, e).to(acc)
         delta = (do * out).sum(-1)  # rowsum(dO * O): the softmax Jacobian's diagonal term
         dq, dk, dv = (torch.zeros(b * h * lp, e, dtype=acc, device=q.device) for _ in range(3))
-        for gen, r0, r1, grp in _rounds(lay, h, cfg, q.device):
+        kept = ctx.kept
+        groups = None if kept is None else [grp for grp, _, _ in kept]
+        for i, (gen, r0, r1, grp) in enumerate(_rounds(lay, h, cfg, q.device, groups)):
             qs = grp.sort(qf[r0:r1]).mul_(cfg.scale)
-            kw, vw = grp.window(grp.sort(kf[r0:r1])), grp.window(grp.sort(vf[r0:r1]))
-            p, _ = grp.probs(qs, kw, cfg.pattern, grp.sort(lse[r0:r1, None]).squeeze(-1))
+            kw, vw = grp.sort_window(kf[r0:r1]), grp.sort_window(vf[r0:r1])
+            lse_s = grp.sort(lse[r0:r1, None]).squeeze(-1)
+            if kept is None:
+                p, _ = grp.probs(qs, kw, cfg.pattern, lse_s)
+            else:
+                # One round: LSE = LSE_r wherever a key is allowed (elsewhere p_r = 0), so no rescale.
+                _, p, lse_r = kept[i]
+                p = p * torch.exp(lse_r - lse_s)[..., None] if lay.n_rounds > 1 else p
             dos = grp.sort(do[r0:r1])
             dp = torch.matmul(dos.to(v.dtype), vw.transpose(-1, -2)).to(acc)
             pz = p
