@@ -21,3 +21,17 @@ def write_rows(out: str | Path, stem: str, rows: list[dict], fields: list[str]) 
     lines = [",".join(fields)] + [",".join("" if r.get(k) is None else str(r[k]) for k in fields) for r in rows]
     _atomic_write(out / f"{stem}.csv", "\n".join(lines) + "\n")
     return out
+
+
+def print_rows(rows: list[dict], columns: list[tuple[str, str, str]], as_json: bool) -> None:
+    """Print ``rows`` as the JSON list (``--json``) or as an aligned table of ``columns``:
+    (key, header, format spec with width, e.g. ``'>9.3f'``; a ``<`` spec left-aligns)."""
+    if as_json:
+        print(json.dumps(rows, indent=2))
+        return
+    def width(spec: str) -> int:
+        digits = "".join(c for c in spec.split(".")[0] if c.isdigit())
+        return int(digits) if digits else 0
+    print(" ".join(f"{h:<{width(f)}}" if f.startswith("<") else f"{h:>{width(f)}}" for _, h, f in columns))
+    for r in rows:
+        print(" ".join(format(r[k], f) for k, _, f in columns))

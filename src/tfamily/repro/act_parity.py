@@ -22,7 +22,6 @@ setting), ``ponder.json/.csv`` (mean ponder steps N per number of non-zero entri
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from pathlib import Path
@@ -31,7 +30,7 @@ import torch
 from torch import Tensor, nn
 
 from ..nn.act import ACT
-from ..bench.results import write_rows
+from ..bench.results import print_rows, write_rows
 
 
 def add_args(p) -> None:
@@ -154,12 +153,8 @@ def run(args) -> int:
     write_rows(out, "ponder", ponder, ["setting", "nonzero", "ponder"])
     write_rows(out, "curves", curves, ["setting", "step", "seconds", "error", "ponder"])
     _plot(out / "act_parity.png", ponder, curves)
-    if args.json:
-        print(json.dumps(rows, indent=2))
-    else:
-        print(f"{'setting':<12}{'steps':>8}{'error %':>10}{'ponder':>9}")
-        for r in rows:
-            print(f"{r['setting']:<12}{r['steps']:>8}{100 * r['sequence_error']:>10.1f}{r['mean_ponder']:>9.2f}")
+    print_rows(rows, [("setting", "setting", "<12"), ("steps", "steps", ">8"), ("sequence_error", "error", ">10.1%"),
+                      ("mean_ponder", "ponder", ">9.2f")], args.json)
     return 0
 
 

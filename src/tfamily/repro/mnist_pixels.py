@@ -35,7 +35,7 @@ from pathlib import Path
 import torch
 from torch import Tensor
 
-from ..bench.results import write_rows
+from ..bench.results import print_rows, write_rows
 from .plots import save_curves, save_grid
 
 MODELS = ("local_2d", "dense")
@@ -224,12 +224,8 @@ def run(args) -> int:
     write_rows(out, "results", rows, FIELDS)
     write_rows(out, "curves", curve, ["model", "step", "train_s", "train_bpd", "curve_test_bpd"])
     save_curves(curve, rows, out / "curves.png")
-    if args.json:
-        print(json.dumps(rows, indent=1))
-    else:
-        print(f"{'model':<10}{'test bpd':>10}{'steps':>8}{'train s':>9}  samples")
-        for r in rows:
-            print(f"{r['model']:<10}{r['test_bpd']:>10.4f}{r['steps']:>8}{r['train_s']:>9.0f}  {r['samples_png']}")
+    print_rows(rows, [("model", "model", "<10"), ("test_bpd", "test bpd", ">10.4f"), ("steps", "steps", ">8"),
+                      ("train_s", "train s", ">9.0f"), ("samples_png", "samples", "<")], args.json)
     return 0
 
 

@@ -17,7 +17,7 @@ import sys
 import time
 from pathlib import Path
 
-from ..bench.results import write_rows
+from ..bench.results import print_rows, write_rows
 from .plots import save_bars
 
 
@@ -96,12 +96,8 @@ def run(args) -> int:
     save_bars(rows, "val_bpc", "validation bits per character", out / "results.png",
               f"{args.corpus}, L={args.seq_len}, {args.steps} steps each (training seconds on the bars)",
               note="train_s")
-    if args.json:
-        print(json.dumps(rows, indent=2))
-    else:
-        print(f"{'member':<30}{'val bpc':>9}{'train s':>9}{'tok/s':>9}")
-        for r in rows:
-            print(f"{r['member']:<30}{r['val_bpc']:>9.3f}{r['train_s']:>9.0f}{r['tokens_per_s']:>9.0f}")
+    print_rows(rows, [("member", "member", "<30"), ("val_bpc", "val bpc", ">9.3f"), ("train_s", "train s", ">9.0f"),
+                      ("tokens_per_s", "tok/s", ">9.0f")], args.json)
     return 0
 
 
