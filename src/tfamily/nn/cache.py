@@ -78,6 +78,11 @@ class LayerState:
     memory_padding: Tensor | None = None
     inputs: Tensor | None = None  # this call's layer input, recorded for the next memory
 
+    def record(self, x: Tensor) -> None:
+        """The depth hands over the layer's input ``x`` (b, n, d); the state decides what to
+        keep (XL: it becomes the next segment's memory in ``advance``)."""
+        self.inputs = x
+
     def attention_memory(self, key_padding: Tensor | None, x: Tensor) -> tuple[Tensor | None, Tensor | None]:
         """The memory this layer's self-attention prepends to its keys, and the key padding
         over ``[memory; x]`` (``key_padding`` covers ``x`` (b, n, d) only): rows that were

@@ -29,7 +29,7 @@ class Stack(nn.Module):
         for i, block in enumerate(self.blocks):
             s = state[i] if state is not None else None
             if s is not None:
-                s.inputs = x
+                s.record(x)
             if self.checkpointing and self.training and s is None:
                 x = checkpoint(block, x, use_reentrant=False, **kw)
             else:

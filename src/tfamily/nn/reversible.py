@@ -157,7 +157,7 @@ class ReversibleStack(nn.Module):
         for i, block in enumerate(self.blocks):
             s = state[i] if state is not None else None
             if s is not None:
-                s.inputs = x2  # the attention stream: next segment's XL memory
+                s.record(x2)  # the attention stream: next segment's XL memory
             x1 = x1 + attention_branch(block, x2, key_padding, s)
             x2 = x2 + feedforward_branch(block, x1)
         return x1, x2
