@@ -30,6 +30,7 @@ from torch import nn
 
 from .. import members
 from ..build import build
+from ..models.hooks import AfterStep
 from ..sizes import check_fits
 from ..spec import Spec
 from . import autotune, checkpoint, distributed, rundir, snapshot
@@ -228,7 +229,7 @@ class Trainer:
                        f"{norm:.4g})", self.step + 1, after=True)
         self.scheduler.step()
         self.optimizer.zero_grad(set_to_none=True)
-        if callable(getattr(self.model, "after_step", None)):
+        if isinstance(self.model, AfterStep):  # declared by the model (models/hooks.py), not probed
             self.model.after_step()
         return loss, norm, units
 
