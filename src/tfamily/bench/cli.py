@@ -20,6 +20,7 @@ BENCHES = {
 }
 PLOTS = {
     "spans": "tfamily.bench.spans",
+    "ponder": "tfamily.bench.ponder",
 }
 PATTERNS_MODULE = "tfamily.bench.pattern_pictures"
 
