@@ -91,6 +91,7 @@ class Group:
         self.qpos = perm.view(self.n, self.nc, c)
         self.kpos = self.window(self.qpos)
         self.kval = self.window(lay.valid[rows // n_heads].gather(1, perm).view(self.n, self.nc, c))
+        self.all_valid = bool(self.kval.all())
         # Windows of the queries and slots of the window's keys in rounds <= r: (r+1, G, C, c | 2c).
         at = lambda t, pos: t[:, : r + 1].gather(2, pos.reshape(self.n, 1, -1).expand(-1, r + 1, -1)) \
             .view(self.n, r + 1, self.nc, -1).transpose(0, 1)  # noqa: E731
@@ -149,9 +150,16 @@ class Group:
         """``(G, C, c, 2c)`` allowed entries: in this round's window and no earlier round's,
         the pattern, key padding, and not self (each position occurs once per round, on its
         own chunk's diagonal)."""
-        allowed = first_sighting(self.kslots, self.los, self.his, self.r)
+        # This round's window test: window entry w of chunk j holds slot jc - own + w, so "slot
+        # in [lo, hi]" is two comparisons of w with per-query bounds (the first chunk's
+        # "previous" entries count as slots < 0: outside every window, as in ``window``).
+        start = (torch.arange(self.nc, device=self.qpos.device) * self.c - self.own).view(1, -1, 1)
+        w = torch.arange(self.kpos.shape[-1], device=self.qpos.device)
+        lo, hi = (self.los[self.r] - start)[..., None], (self.his[self.r] - start)[..., None]
+        allowed = first_sighting(self.kslots, self.los, self.his, self.r, current=(w >= lo) & (w <= hi))
         allowed &= pattern.mask_mod(self.bi, self.hi, self.qpos[..., :, None], self.kpos[..., None, :])
-        allowed &= self.kval[..., None, :]
+        if not self.all_valid:
+            allowed &= self.kval[..., None, :]
         allowed[..., :, self.own: self.own + self.c].diagonal(dim1=-2, dim2=-1).fill_(False)
         return allowed
 
@@ -161,17 +169,23 @@ class Group:
         over all rounds."""
         acc = acc_dtype(qs.dtype)
         s = torch.matmul(qs, kw.transpose(-1, -2)).to(acc)
-        allowed = self.mask(pattern)
+        # The mask as 0/1 floats: multiplying, adding and selecting with a bool tensor take
+        # CPU slow paths (measured 5-10x a float multiply); the conversion is one cheap pass.
+        keep = self.mask(pattern).to(acc)
         if lse is None:
-            m = torch.where(allowed, s, -torch.inf).amax(-1, keepdim=True)
-            live = m > -torch.inf  # rows with some allowed key; the others output exactly zero
-            p = _exp(s.sub_(torch.where(live, m, 0.0))).mul_(allowed)
+            # Masked row max: masked scores sit _FAR below any allowed one (scores are << _FAR).
+            m = s.add(keep - 1.0, alpha=_FAR).amax(-1, keepdim=True)
+            live = m > -_FAR / 2  # rows with some allowed key; the others output exactly zero
+            p = _exp(s.sub_(torch.where(live, m, 0.0))).mul_(keep)
             total = p.sum(-1, keepdim=True)
             p = p.div_(total.clamp_min(torch.finfo(acc).tiny))
             lse_r = torch.where(live, m + total.log(), torch.finfo(acc).min)
             return p, lse_r.squeeze(-1)
         live = (lse > torch.finfo(acc).min / 2)[..., None]
-        return _exp(s.sub_(torch.where(live, lse[..., None], torch.inf))).mul_(allowed), None
+        return _exp(s.sub_(torch.where(live, lse[..., None], torch.inf))).mul_(keep), None
+
+
+_FAR = 1e30
 
 
 def _exp(x: Tensor) -> Tensor:

@@ -112,14 +112,15 @@ def in_window(kslot: Tensor, lo: Tensor, hi: Tensor, inside: bool = True) -> Ten
     return d.abs_() <= width if inside else d.abs_() > width
 
 
-def first_sighting(kslots: Tensor, los: Tensor, his: Tensor, r: int) -> Tensor:
+def first_sighting(kslots: Tensor, los: Tensor, his: Tensor, r: int, current: Tensor | None = None) -> Tensor:
     """Kitaev et al. 2020, appendix A: with several rounds a key found in several of them must
     count once. The paper lowers its score by the log of that count in every round; equivalently
     (and with no counts to keep) a round attends only the keys that no earlier round's window
     holds, so the rounds' windows partition the union. ``kslots`` ``(R, ..., w)`` the window
     keys' slots in every round, ``los``/``his`` ``(R, ..., c)`` the queries' windows ->
-    ``(..., c, w)``: in round ``r``'s window and in none before."""
-    ok = in_window(kslots[r], los[r], his[r])
+    ``(..., c, w)``: in round ``r``'s window and in none before. ``current``: round ``r``'s test,
+    when the caller has it cheaper (the chunked path: its window slots are consecutive)."""
+    ok = in_window(kslots[r], los[r], his[r]) if current is None else current
     for prev in range(r):
         ok &= in_window(kslots[prev], los[prev], his[prev], inside=False)
     return ok
