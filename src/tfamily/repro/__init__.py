@@ -12,4 +12,5 @@ REPROS = {
     "sparse-text": "tfamily.repro.sparse_text",
     "mnist-local2d": "tfamily.repro.mnist_pixels",
     "act-parity": "tfamily.repro.act_parity",
+    "ut-algorithmic": "tfamily.repro.ut_algorithmic",
 }

@@ -1,0 +1,286 @@
+"""Universal Transformer algorithmic tasks (Dehghani et al. 2019, section 3.3, table 2).
+
+Copy, reverse and addition over symbols 0-9 as source/target pairs: copy and reverse emit
+the source (reversed); addition reads two numbers written least significant digit first
+around a separator (id 10) and emits their sum, least significant digit first (the
+tensor2tensor algorithmic problems). Training lengths are uniform in 1..``--train-len`` (40);
+test lengths uniform in 1..``--test-len`` (400). For addition the length is the whole source
+(both numbers and the separator, at least 3). "Randomized offsets": in training every batch
+gets one random start offset in 0..test_len - train_len added to the positions of the source
+and the target (the sinusoidal input positions of the vanilla model, the coordinate signal
+of the UT, whose position parts take an offset), so positions past 40 are seen; at test the
+offset is 0. The LSTM has no positions.
+
+Models, at one width (``--d-model``, 128, 4 heads, feed-forward 4x): an LSTM encoder-decoder
+without attention (``lstm_seq2seq``), the ``vanilla`` Transformer with ``--depth`` layers on each
+side, and the ``universal_transformer`` with ``--depth`` recurrent steps, without ACT
+(``universal``) and with it (``universal_act``, at most ``--depth`` steps). Each trains for the
+same ``--steps`` and/or ``--time`` seconds per task (Adam, linear warm-up, gradient-norm
+clipping at 1), in this module's loop, since the LSTM is not a family member and the offset
+changes per batch. Char accuracy = share of target symbols the greedy decode gets right at
+their position; sequence accuracy = share of decodes equal to the whole target (EOS included).
+What differs from the paper: the budget (t2t trained for hundreds of thousands of steps on a
+GPU; here seconds on a CPU), the depth and width of the baselines (not stated there) and the
+test set size (``--eval-sequences``, the paper 10k).
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+import torch
+from torch import Tensor, nn
+
+from .. import members
+from ..bench.results import print_rows, write_rows
+from ..build import build
+from ..models.generate import greedy_decode
+from .lstm_seq2seq import LSTMSeq2Seq
+
+TASKS = ("copy", "reverse", "addition")
+MODELS = ("lstm", "transformer", "ut", "ut_act")
+SEP, BOS, EOS, VOCAB = 10, 11, 12, 13
+# Dehghani et al. 2019, table 2 (char-acc, seq-acc) at test length 400.
+PAPER = {("ut", "copy"): (0.91, 0.35), ("ut", "reverse"): (0.96, 0.46), ("ut", "addition"): (0.34, 0.02),
+         ("transformer", "copy"): (0.53, 0.03), ("transformer", "reverse"): (0.13, 0.06),
+         ("transformer", "addition"): (0.07, 0.0), ("lstm", "copy"): (0.45, 0.09),
+         ("lstm", "reverse"): (0.66, 0.11), ("lstm", "addition"): (0.08, 0.0)}
+
+
+def add_args(p) -> None:
+    p.add_argument("--tasks", nargs="+", default=list(TASKS), help=f"subset of {', '.join(TASKS)}")
+    p.add_argument("--models", nargs="+", default=list(MODELS), help=f"subset of {', '.join(MODELS)}")
+    p.add_argument("--steps", type=int, default=5000, help="training steps per task and model (at most)")
+    p.add_argument("--time", type=float, default=0.0, help="seconds of training per task and model (0: no limit)")
+    p.add_argument("--d-model", type=int, default=128)
+    p.add_argument("--heads", type=int, default=4)
+    p.add_argument("--depth", type=int, default=8, help="UT steps (max steps with ACT) and vanilla layers")
+    p.add_argument("--lstm-layers", type=int, default=2)
+    p.add_argument("--train-len", type=int, default=40)
+    p.add_argument("--test-len", type=int, default=400)
+    p.add_argument("--no-offsets", action="store_true", help="train without randomized position offsets")
+    p.add_argument("--batch", type=int, default=64)
+    p.add_argument("--lr", type=float, default=1e-3)
+    p.add_argument("--warmup", type=int, default=100)
+    p.add_argument("--eval-sequences", type=int, default=256)
+    p.add_argument("--eval-batch", type=int, default=64)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
+    p.add_argument("--out", default="runs/repro/ut_algorithmic", help="directory for the tables and the plot")
+    p.add_argument("--json", action="store_true", help="print the table as JSON")
+
+
+def _digits(n: int, gen: torch.Generator) -> list[int]:
+    return torch.randint(0, 10, (n,), generator=gen).tolist()
+
+
+def add_lsb(a: list[int], b: list[int]) -> list[int]:
+    """Digits (least significant first) of a + b, themselves least significant first."""
+    out, carry = [], 0
+    for i in range(max(len(a), len(b))):
+        s = (a[i] if i < len(a) else 0) + (b[i] if i < len(b) else 0) + carry
+        out.append(s % 10)
+        carry = s // 10
+    return out + [carry] if carry else out
+
+
+def make_pair(task: str, length: int, gen: torch.Generator) -> tuple[list[int], list[int]]:
+    """One (source, target) of ``task`` whose source has ``length`` symbols."""
+    if task in ("copy", "reverse"):
+        w = _digits(length, gen)
+        return w, (w if task == "copy" else w[::-1])
+    if task == "addition":
+        length = max(length, 3)
+        n1 = int(torch.randint(1, length - 1, (1,), generator=gen))
+        a, b = _digits(n1, gen), _digits(length - 1 - n1, gen)
+        return a + [SEP] + b, add_lsb(a, b)
+    raise ValueError(f"unknown task {task!r}; choose from {', '.join(TASKS)}")
+
+
+def sample(task: str, n: int, max_len: int, gen: torch.Generator) -> list[tuple[list[int], list[int]]]:
+    """``n`` pairs with source lengths uniform in 1..max_len."""
+    return [make_pair(task, int(k), gen) for k in torch.randint(1, max_len + 1, (n,), generator=gen)]
+
+
+def collate(pairs: list[tuple[list[int], list[int]]]) -> dict:
+    """Pairs -> the seq2seq batch of ``train.tasks.seq2seq`` (BOS + target in, target + EOS out)."""
+    b, m, t = len(pairs), max(len(s) for s, _ in pairs), max(len(y) for _, y in pairs) + 1
+    src = torch.zeros(b, m, dtype=torch.long)
+    tgt_in, tgt_out = torch.zeros(b, t, dtype=torch.long), torch.zeros(b, t, dtype=torch.long)
+    src_padding, tgt_padding = torch.zeros(b, m, dtype=torch.bool), torch.zeros(b, t, dtype=torch.bool)
+    for i, (s, y) in enumerate(pairs):
+        src[i, :len(s)], src_padding[i, :len(s)] = torch.tensor(s), True
+        tgt_in[i, :len(y) + 1] = torch.tensor([BOS] + y)
+        tgt_out[i, :len(y) + 1] = torch.tensor(y + [EOS])
+        tgt_padding[i, :len(y) + 1] = True
+    return {"src": src, "src_padding": src_padding, "tgt_in": tgt_in, "tgt_out": tgt_out,
+            "tgt_padding": tgt_padding, "loss_mask": tgt_padding.clone()}
+
+
+def strip(decoded: Tensor) -> list[list[int]]:
+    """Greedy decodes (b, n) starting with BOS -> the symbols before the first EOS."""
+    out = []
+    for row in decoded[:, 1:].tolist():
+        out.append(row[:row.index(EOS)] if EOS in row else row)
+    return out
+
+
+def accuracy(preds: list[list[int]], targets: list[list[int]]) -> tuple[float, float]:
+    """(char-acc, seq-acc): the share of target symbols predicted at their position, and of
+    predictions equal to their whole target (a too long or too short output is not exact)."""
+    if len(preds) != len(targets) or not targets:
+        raise ValueError(f"need one prediction per target, got {len(preds)} for {len(targets)}")
+    right = sum(sum(p == y for p, y in zip(pr, tg)) for pr, tg in zip(preds, targets))
+    total = sum(len(tg) for tg in targets)
+    return right / total, sum(pr == tg for pr, tg in zip(preds, targets)) / len(targets)
+
+
+class _ShiftPosition(nn.Module):
+    """Input positions moved by ``shift`` (the randomized offsets); ``shift`` 0 is the inner part."""
+
+    def __init__(self, inner: nn.Module):
+        super().__init__()
+        self.inner, self.shift = inner, 0
+
+    def forward(self, x: Tensor, offset: int = 0) -> Tensor:
+        return self.inner(x, offset + self.shift)
+
+
+class _ShiftCoordinate(_ShiftPosition):
+    def forward(self, x: Tensor, step: int, offset: int = 0) -> Tensor:
+        return self.inner(x, step, offset + self.shift)
+
+
+def make_model(name: str, args) -> nn.Module:
+    if name == "lstm":
+        return LSTMSeq2Seq(VOCAB, args.d_model, args.lstm_layers)
+    common = dict(vocab_size=VOCAB, d_model=args.d_model, dropout=0.0, heads__n_heads=args.heads,
+                  depth__n_layers=args.depth, ff__d_ff=4 * args.d_model)
+    if name == "transformer":
+        net = build(members.vanilla(**common))
+    else:
+        net = build(members.universal_transformer(
+            **common, depth__name="universal_act" if name == "ut_act" else "universal"))
+    net.position = _ShiftPosition(net.position)
+    for side in (net.encoder, net.decoder):
+        if hasattr(side, "coordinate"):
+            side.coordinate = _ShiftCoordinate(side.coordinate)
+    return net
+
+
+def _set_shift(net: nn.Module, shift: int) -> None:
+    for mod in net.modules():
+        if isinstance(mod, _ShiftPosition):
+            mod.shift = shift
+
+
+def decode(net: nn.Module, batch: dict, max_len: int) -> Tensor:
+    if isinstance(net, LSTMSeq2Seq):
+        return net.greedy(batch["src"], bos=BOS, eos=EOS, max_len=max_len, src_padding=batch["src_padding"])
+    return greedy_decode(net, batch["src"], bos=BOS, eos=EOS, max_len=max_len, src_padding=batch["src_padding"])
+
+
+def evaluate(net: nn.Module, pairs: list, batch_size: int) -> tuple[float, float]:
+    _set_shift(net, 0)
+    pairs = sorted(pairs, key=lambda p: len(p[0]))  # similar lengths decode together
+    preds = []
+    for i in range(0, len(pairs), batch_size):
+        chunk = pairs[i:i + batch_size]
+        preds += strip(decode(net, collate(chunk), max(len(y) for _, y in chunk) + 1))
+    return accuracy(preds, [y for _, y in pairs])
+
+
+def train_one(task: str, name: str, args, test: list, log) -> dict:
+    torch.manual_seed(args.seed)
+    net = make_model(name, args)
+    opt = torch.optim.Adam(net.parameters(), lr=args.lr, betas=(0.9, 0.98))
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min(1.0, (s + 1) / args.warmup))
+    gen = torch.Generator().manual_seed(args.seed + 1)
+    spread = 0 if args.no_offsets else args.test_len - args.train_len
+    net.train()
+    t0, step, loss = time.perf_counter(), 0, float("nan")
+    while step < args.steps and (args.time <= 0 or time.perf_counter() - t0 < args.time):
+        _set_shift(net, int(torch.randint(0, spread + 1, (1,), generator=gen)))
+        out, _ = net.loss(collate(sample(task, args.batch, args.train_len, gen)))
+        opt.zero_grad(set_to_none=True)
+        out.backward()
+        nn.utils.clip_grad_norm_(net.parameters(), 1.0)
+        opt.step()
+        sched.step()
+        step, loss = step + 1, float(out.detach())
+    seconds = time.perf_counter() - t0
+    char, seq = evaluate(net, test, args.eval_batch)
+    paper = PAPER.get((name, task), (None, None))
+    log(f"# {task} {name}: {step} steps in {seconds:.0f} s, loss {loss:.3f}, char {char:.3f} seq {seq:.3f}")
+    return {"task": task, "model": name, "steps": step, "train_seconds": round(seconds, 1),
+            "params": sum(p.numel() for p in net.parameters()), "final_loss": round(loss, 4),
+            "char_acc": round(char, 4), "seq_acc": round(seq, 4), "paper_char_acc": paper[0],
+            "paper_seq_acc": paper[1]}
+
+
+def _plot(path: Path, rows: list[dict], title: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    tasks, models = list(dict.fromkeys(r["task"] for r in rows)), list(dict.fromkeys(r["model"] for r in rows))
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4))
+    width = 0.8 / len(models)
+    for ax, key, label in ((axes[0], "char_acc", "char accuracy"), (axes[1], "seq_acc", "sequence accuracy")):
+        for j, m in enumerate(models):
+            vals = [next((r[key] for r in rows if r["task"] == t and r["model"] == m), 0.0) for t in tasks]
+            ax.bar([i + j * width for i in range(len(tasks))], vals, width, label=m)
+        ax.set_xticks([i + 0.4 - width / 2 for i in range(len(tasks))], tasks)
+        ax.set(ylabel=label, ylim=(0, 1), title=label)
+    axes[0].legend()
+    fig.suptitle(title)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+def _check(args) -> None:
+    for name in ("steps", "d_model", "heads", "depth", "lstm_layers", "train_len", "test_len", "batch",
+                 "warmup", "eval_sequences", "eval_batch"):
+        if getattr(args, name) < 1:
+            raise ValueError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
+    if args.d_model % args.heads:
+        raise ValueError(f"--d-model {args.d_model} must be divisible by --heads {args.heads}")
+    if args.test_len < args.train_len:
+        raise ValueError(f"--test-len {args.test_len} must be >= --train-len {args.train_len}")
+    for flag, given, valid in (("--tasks", args.tasks, TASKS), ("--models", args.models, MODELS)):
+        bad = [v for v in given if v not in valid]
+        if bad:
+            raise ValueError(f"{flag}: unknown {bad}; choose from {', '.join(valid)}")
+    if args.time < 0 or args.lr <= 0:
+        raise ValueError(f"--time must be >= 0 and --lr > 0, got --time {args.time} --lr {args.lr}")
+
+
+def run(args) -> int:
+    _check(args)
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    log = (lambda m: print(m, file=sys.stderr, flush=True))
+    rows = []
+    for task in args.tasks:
+        test = sample(task, args.eval_sequences, args.test_len, torch.Generator().manual_seed(args.seed + 2))
+        rows += [train_one(task, name, args, test, log) for name in args.models]
+    out = Path(args.out)
+    write_rows(out, "results", rows, list(rows[0]))
+    _plot(out / "ut_algorithmic.png", rows, f"train lengths 1..{args.train_len}, test 1..{args.test_len}; "
+          f"d {args.d_model}, depth {args.depth}, {args.steps} steps / {args.time:g} s each")
+    shown = rows if args.json else [{**r, **{k: "-" if r[k] is None else f"{r[k]:.2f}"
+                                             for k in ("paper_char_acc", "paper_seq_acc")}} for r in rows]
+    print_rows(shown, [("task", "task", "<9"), ("model", "model", "<12"), ("steps", "steps", ">7"),
+                       ("char_acc", "char", ">7.2f"), ("seq_acc", "seq", ">7.2f"),
+                       ("paper_char_acc", "paper char", ">11"), ("paper_seq_acc", "paper seq", ">10")], args.json)
+    return 0
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(prog="python -m tfamily.repro.ut_algorithmic")
+    add_args(parser)
+    sys.exit(run(parser.parse_args()))
