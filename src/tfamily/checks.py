@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .nn.patterns import is_per_head, resolve
+from .nn.patterns import resolve
 from .registry import CHECKS, DEPTHS, FEEDFORWARDS, KERNELS, OBJECTIVES, PATTERNS, POSITIONS, STATES
 
 if TYPE_CHECKING:
@@ -41,13 +41,8 @@ def check_lsh(spec: Spec) -> None:
         raise ValueError("kernel 'lsh' with model 'encoder_decoder': the kernel would also serve "
                          "cross-attention, where queries and keys are different sequences and "
                          "shared-QK hashing does not apply; use model 'decoder' or 'encoder'")
-    for p in spec.pattern.per_layer or (spec.pattern,):
-        # The chunked LSH path masks every head's buckets with one head-free pattern
-        # (a head-dependent mask_mod fails there: found by tests/test_spec_fuzz.py).
-        if not PATTERNS.entry(p.name).needs and is_per_head(resolve(p)):
-            raise ValueError(f"kernel 'lsh' with pattern {p.name!r}: that pattern differs per head, which the "
-                             f"LSH kernel does not serve; use a pattern shared by all heads (causal, "
-                             f"sliding_window, local_1d, ...) or another kernel")
+    # Head-dependent patterns are served: every LSH path passes each row's batch and head
+    # index to mask_mod (tests/nn/kernels/test_lsh.py, PerHead against the dense reference).
 
 
 def check_universal(spec: Spec) -> None:

@@ -360,3 +360,26 @@ def test_registered_and_the_reformer_member_trains_a_step(variant):
     loss.backward()
     grads = [p.grad for p in model.parameters()]
     assert torch.isfinite(loss) and all(g is not None and torch.isfinite(g).all() for g in grads)
+
+
+def test_spec_serves_head_dependent_patterns_with_lsh_and_their_cache_equals_the_forward():
+    # check_lsh no longer refuses them: the model trains a step, and token-by-token decoding
+    # (rows.py, per-head masks) reproduces the forward pass's logits.
+    pattern = {"name": "per_head", "params": {"patterns": [{"name": "causal"},
+                                                           {"name": "sliding_window", "params": {"window": 3}}]}}
+    spec = reformer(d_model=32, heads__n_heads=2, depth__n_layers=1, vocab_size=20, pattern=pattern,
+                    kernel__params={"n_hashes": 2, "bucket_size": 4, "n_buckets": 4})
+    model = build(spec)
+    x = torch.randint(0, 20, (2, 13))
+    loss, _ = model.loss({"x": x, "y": x.roll(-1, 1)})
+    loss.backward()
+    assert torch.isfinite(loss) and all(p.grad is not None for p in model.parameters())
+    model.eval()
+    with torch.no_grad():
+        torch.manual_seed(1)
+        full = model(x)
+        state = model.new_state()
+        for t in range(13):
+            torch.manual_seed(1)
+            step = model(x[:, t:t + 1], state=state)[:, -1]
+            torch.testing.assert_close(step, full[:, t], atol=1e-5, rtol=1e-5, msg=lambda s: f"step {t}: {s}")
