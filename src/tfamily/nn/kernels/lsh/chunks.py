@@ -236,6 +236,9 @@ class LSHFunction(torch.autograd.Function):
                 pz = p * z if kept is not None else p.mul_(z)
             o_r = grp.unsort(torch.matmul(pz.to(v.dtype), grp.sort_window(vf[r0:r1])).to(acc))
             lse_r = grp.unsort(lse_r[..., None]).squeeze(-1)
+            if grp.r == 0:  # merging into the empty state (lse = finfo.min) gives exactly this
+                out[r0:r1], lse[r0:r1] = o_r, lse_r
+                continue
             # Online merge of this round into (out, lse), as flash attention merges blocks.
             old = lse[r0:r1]
             new = torch.logaddexp(old, lse_r)
