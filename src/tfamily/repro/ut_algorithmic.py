@@ -232,7 +232,11 @@ def _plot(path: Path, rows: list[dict], title: str) -> None:
     for ax, key, label in ((axes[0], "char_acc", "char accuracy"), (axes[1], "seq_acc", "sequence accuracy")):
         for j, m in enumerate(models):
             vals = [next((r[key] for r in rows if r["task"] == t and r["model"] == m), 0.0) for t in tasks]
-            ax.bar([i + j * width for i in range(len(tasks))], vals, width, label=m)
+            xs = [i + j * width for i in range(len(tasks))]
+            ax.bar(xs, vals, width, label=m)
+            paper = [(x, PAPER[(m, t)][key == "seq_acc"]) for x, t in zip(xs, tasks) if (m, t) in PAPER]
+            if paper:  # the paper's table 2 value as a black tick on the bar
+                ax.scatter(*zip(*paper), marker="_", s=300, color="black", label="paper" if j == 0 else None)
         ax.set_xticks([i + 0.4 - width / 2 for i in range(len(tasks))], tasks)
         ax.set(ylabel=label, ylim=(0, 1), title=label)
     axes[0].legend()
