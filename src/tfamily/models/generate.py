@@ -141,15 +141,22 @@ def greedy_decode(model: EncoderDecoder, src: Tensor, *, bos: int, eos: int, max
     try:
         memory = model.encode(src, src_padding)
         state = model.new_state()
-        seqs = torch.full((src.shape[0], 1), bos, dtype=torch.long, device=src.device)
-        done = torch.zeros(src.shape[0], dtype=torch.bool, device=src.device)
-        for _ in range(max_len):
-            nxt = model.decode(seqs[:, -1:], memory, src_padding=src_padding, state=state)[:, -1].argmax(-1)
-            nxt = torch.where(done, torch.full_like(nxt, eos), nxt)
-            seqs = torch.cat([seqs, nxt[:, None]], dim=1)
-            done |= nxt == eos
-            if done.all():
-                break
-        return seqs
+        return greedy_loop(lambda last: model.decode(last, memory, src_padding=src_padding, state=state)[:, -1],
+                           src.shape[0], bos=bos, eos=eos, max_len=max_len, device=src.device)
     finally:
         model.train(was_training)
+
+
+def greedy_loop(step: Callable[[Tensor], Tensor], batch: int, *, bos: int, eos: int, max_len: int,
+                device: torch.device) -> Tensor:
+    """Argmax decoding around ``step`` (the last token (b, 1) -> next-token logits (b, vocab), its
+    state kept by the caller): (b, <= max_len + 1) from ``bos``; finished rows padded with ``eos``."""
+    seqs = torch.full((batch, 1), bos, dtype=torch.long, device=device)
+    done = torch.zeros(batch, dtype=torch.bool, device=device)
+    for _ in range(max_len):
+        nxt = torch.where(done, torch.full_like(done, eos, dtype=torch.long), step(seqs[:, -1:]).argmax(-1))
+        seqs = torch.cat([seqs, nxt[:, None]], dim=1)
+        done |= nxt == eos
+        if done.all():
+            break
+    return seqs

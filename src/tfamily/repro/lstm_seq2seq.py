@@ -13,6 +13,8 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 from torch.nn.utils.rnn import pack_padded_sequence
 
+from ..models.generate import greedy_loop
+
 
 class LSTMSeq2Seq(nn.Module):
     def __init__(self, vocab_size: int, d_model: int, n_layers: int = 2):
@@ -51,17 +53,11 @@ class LSTMSeq2Seq(nn.Module):
         was_training = self.training
         self.eval()
         try:
-            state = self.encode(src, src_padding)
-            seqs = torch.full((src.shape[0], 1), bos, dtype=torch.long, device=src.device)
-            done = torch.zeros(src.shape[0], dtype=torch.bool, device=src.device)
-            for _ in range(max_len):
-                out, state = self.decoder(self.embed(seqs[:, -1:]), state)
-                nxt = self.head(out[:, -1]).argmax(-1)
-                nxt = torch.where(done, torch.full_like(nxt, eos), nxt)
-                seqs = torch.cat([seqs, nxt[:, None]], dim=1)
-                done |= nxt == eos
-                if done.all():
-                    break
-            return seqs
+            state = [self.encode(src, src_padding)]
+
+            def step(last: Tensor) -> Tensor:
+                out, state[0] = self.decoder(self.embed(last), state[0])
+                return self.head(out[:, -1])
+            return greedy_loop(step, src.shape[0], bos=bos, eos=eos, max_len=max_len, device=src.device)
         finally:
             self.train(was_training)
