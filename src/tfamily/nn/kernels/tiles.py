@@ -96,16 +96,7 @@ class SharedTiles:
         return t.reshape(self.b, self.h, R, self.B, x)
 
     def natural(self, rows: Tensor | None):
-        order = None if rows is None else torch.argsort(rows)
-        plan = self.plan
-
-        def put_back(t: Tensor) -> Tensor:
-            t = t if order is None else permute(t, 2, order)
-            t = t.reshape(self.b, self.h, -1, t.shape[-1])
-            if plan.q_identity:
-                return t
-            return reorder(t, 2, plan.q_slot, ((0, plan.n, plan.q_index),), plan.q_valid)
-        return put_back
+        return _put_back(self.plan, self.b, self.h, rows, dim=2)
 
 
 class PerHeadTiles:
@@ -152,13 +143,19 @@ class PerHeadTiles:
         return t
 
     def natural(self, rows: Tensor | None):
-        order = None if rows is None else torch.argsort(rows)
-        plan = self.plan
+        return _put_back(self.plan, self.b, self.h, rows, dim=1)
 
-        def put_back(t: Tensor) -> Tensor:
-            t = t if order is None else permute(t, 1, order)
-            t = t.reshape(self.b, self.h, -1, t.shape[-1])
-            if plan.q_identity:
-                return t
-            return reorder(t, 2, plan.q_slot, ((0, plan.n, plan.q_index),), plan.q_valid)
-        return put_back
+
+def _put_back(plan, b: int, h: int, rows: Tensor | None, dim: int):
+    """The function that returns tile outputs to natural query order: undo the row-group
+    order ``rows`` along ``dim`` (where the layout keeps its tile axis), then the plan's query
+    permutation."""
+    order = None if rows is None else torch.argsort(rows)
+
+    def put_back(t: Tensor) -> Tensor:
+        t = t if order is None else permute(t, dim, order)
+        t = t.reshape(b, h, -1, t.shape[-1])
+        if plan.q_identity:
+            return t
+        return reorder(t, 2, plan.q_slot, ((0, plan.n, plan.q_index),), plan.q_valid)
+    return put_back
