@@ -59,6 +59,20 @@ class Task(Protocol):
     def load_state_dict(self, state: dict) -> None: ...
 
 
+def step_position(kind: str, task, state: dict | None = None) -> dict:
+    """A task whose position is (seed, step) over independent batches: its ``state_dict`` (no
+    ``state``), or, given a saved ``state``, the check that it fits this run (same kind, task and
+    global batch) before ``task.seed`` and ``task.step`` take its values."""
+    want = {"type": kind, "task": task.name, "global_batch": task.batch_size * task.world_size}
+    if state is None:
+        return {**want, "seed": task.seed, "step": task.step}
+    diffs = [f"{k}: saved {state.get(k)!r}, here {v!r}" for k, v in want.items() if state.get(k) != v]
+    if diffs:
+        raise ValueError(f"the checkpoint's data position does not fit this run ({'; '.join(diffs)})")
+    task.seed, task.step = int(state["seed"]), int(state["step"])
+    return state
+
+
 def make_task(cfg: DataConfig, batch_size: int, *, seed: int, rank: int = 0, world_size: int = 1,
               data_dir=None, vocab=None, objective: str | None = None) -> Task:
     """The task a ``data`` config describes, with ``batch_size`` rows per rank. A synthetic

@@ -13,6 +13,7 @@ from collections.abc import Iterator
 
 import torch
 
+from ..task import step_position
 from .synthetic import generator
 
 
@@ -43,15 +44,10 @@ class PixelTask:
         """Images are independent: nothing is carried."""
 
     def state_dict(self) -> dict:
-        return {"type": "pixels", "task": self.name, "seed": self.seed, "step": self.step,
-                "global_batch": self.batch_size * self.world_size}
+        return step_position("pixels", self)
 
     def load_state_dict(self, state: dict) -> None:
-        want = {"type": "pixels", "task": self.name, "global_batch": self.batch_size * self.world_size}
-        diffs = [f"{k}: saved {state.get(k)!r}, here {v!r}" for k, v in want.items() if state.get(k) != v]
-        if diffs:
-            raise ValueError(f"the checkpoint's data position does not fit this run ({'; '.join(diffs)})")
-        self.seed, self.step = int(state["seed"]), int(state["step"])
+        step_position("pixels", self, state)
 
     def images(self, max_units: int | None) -> int:
         n = len(self.test)

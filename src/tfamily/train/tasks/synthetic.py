@@ -14,6 +14,7 @@ import torch
 
 from ...data import make_task
 from ..config import DataConfig
+from ..task import step_position
 
 
 def generator(seed: int, index: int) -> torch.Generator:
@@ -58,15 +59,10 @@ class SyntheticTask:
         """Batches are independent: nothing is carried."""
 
     def state_dict(self) -> dict:
-        return {"type": "task", "task": self.name, "seed": self.seed, "step": self.step,
-                "global_batch": self.batch_size * self.world_size}
+        return step_position("task", self)
 
     def load_state_dict(self, state: dict) -> None:
-        want = {"type": "task", "task": self.name, "global_batch": self.batch_size * self.world_size}
-        diffs = [f"{k}: saved {state.get(k)!r}, here {v!r}" for k, v in want.items() if state.get(k) != v]
-        if diffs:
-            raise ValueError(f"the checkpoint's data position does not fit this run ({'; '.join(diffs)})")
-        self.seed, self.step = int(state["seed"]), int(state["step"])
+        step_position("task", self, state)
 
     def eval_size(self, max_units: int | None) -> int:
         return max_units or 100_000
