@@ -5,16 +5,16 @@ checkpoint is never loaded."""
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
 from tfamily.train import checkpoint
 from tfamily.train.metrics import read_csv
+
+from .killing import kill_when_flagged
 
 # Tiny but complete: dropout on (so RNG restore matters), warm-up + cosine, AdamW, clipping.
 TINY = ["member=gpt", "model.d_model=32", "model.heads.n_heads=2", "model.depth.n_layers=2",
@@ -44,20 +44,7 @@ def _run_until_killed(args: list[str], halt: str, tmp: Path) -> None:
     flag = tmp / f"halted-{halt.replace(':', '-')}"
     proc = subprocess.Popen(_cmd(*args), env=_env(TFAMILY_TEST_HALT=halt, TFAMILY_TEST_HALT_FILE=str(flag)),
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        deadline = time.monotonic() + 150
-        while not flag.exists():
-            if proc.poll() is not None:
-                pytest.fail(f"training exited ({proc.returncode}) before reaching {halt}: {proc.stderr.read()[-3000:]}")
-            if time.monotonic() > deadline:
-                pytest.fail(f"training did not reach {halt} in time")
-            time.sleep(0.05)
-        os.kill(proc.pid, signal.SIGKILL)
-        assert proc.wait(timeout=30) == -signal.SIGKILL
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-        proc.communicate()
+    kill_when_flagged(proc, flag, halt)
 
 
 def _curve(run: Path) -> list[tuple[str, str, str]]:

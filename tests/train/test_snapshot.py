@@ -4,10 +4,8 @@ carries it across batches and never touches its fields."""
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -17,6 +15,7 @@ from tfamily.train import checkpoint, loop
 from tfamily.train.config import load
 from tfamily.train.metrics import read_csv
 
+from .killing import kill_when_flagged
 from .lstm_model import ARGS, LSTMState, TinyLSTM
 
 SCRIPT = Path(__file__).with_name("lstm_model.py")
@@ -58,19 +57,7 @@ def test_lstm_state_checkpointed_and_resumed_bitwise_after_sigkill(tmp_path):
     _finish(_run(str(ref)))
     run, flag = tmp_path / "run", tmp_path / "halted"
     proc = _run(str(run), TFAMILY_TEST_HALT="step:6", TFAMILY_TEST_HALT_FILE=str(flag))
-    try:
-        deadline = time.monotonic() + 150
-        while not flag.exists():
-            if proc.poll() is not None:
-                pytest.fail(f"training exited ({proc.returncode}) before step 6: {proc.stderr.read()[-3000:]}")
-            assert time.monotonic() < deadline, "training did not reach step 6 in time"
-            time.sleep(0.05)
-        os.kill(proc.pid, signal.SIGKILL)
-        assert proc.wait(timeout=30) == -signal.SIGKILL
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-        proc.communicate()
+    kill_when_flagged(proc, flag, "step 6")
     assert [s for s, _ in checkpoint.step_dirs(run / "checkpoints")] == [4]
     _finish(_run(str(run), "--resume"))
     assert _curve(run) == _curve(ref) and len(_curve(ref)) == 12
