@@ -66,7 +66,7 @@ def feedforward(spec: Spec) -> nn.Module:
 
 
 def residual(spec: Spec) -> nn.Module:
-    return RESIDUALS.make(spec.residual.name, d_model=spec.d_model, dropout=spec.dropout)
+    return RESIDUALS.make(spec.residual.name, spec.residual.params, d_model=spec.d_model, dropout=spec.dropout)
 
 
 def block(spec: Spec, layer: int, *, pattern_: Pattern | None = None, cross: bool = False) -> Block:

@@ -9,8 +9,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from .nn.gates import check_gate_bias
 from .nn.patterns import resolve
-from .registry import CHECKS, DEPTHS, FEEDFORWARDS, KERNELS, OBJECTIVES, PATTERNS, POSITIONS, STATES
+from .registry import (CHECKS, DEPTHS, FEEDFORWARDS, KERNELS, OBJECTIVES, PATTERNS, POSITIONS, RESIDUALS,
+                       STATES)
 
 if TYPE_CHECKING:
     from .spec import Spec
@@ -19,8 +21,10 @@ if TYPE_CHECKING:
 def check_params(spec: Spec) -> None:
     """Unknown ``params`` keys are refused on every axis, naming the valid keys."""
     for reg, part in ((POSITIONS, spec.position), (STATES, spec.state), (FEEDFORWARDS, spec.ff),
-                      (DEPTHS, spec.depth), (OBJECTIVES, spec.objective)):
+                      (DEPTHS, spec.depth), (OBJECTIVES, spec.objective), (RESIDUALS, spec.residual)):
         reg.check_params(part.name, part.params)
+    if "gate_bias" in spec.residual.params:  # a gate's b_g (nn/gates.py): checked before any weights exist
+        check_gate_bias(spec.residual.params["gate_bias"])
     # Kernels and patterns validate their values too: build them (no weights, no compute).
     KERNELS.make(spec.kernel.name, spec.kernel.params)
     for p in spec.pattern.per_layer or (spec.pattern,):

@@ -183,6 +183,39 @@ def adaptive_span() -> dict:
     return spec
 
 
+# -- memory for reinforcement learning (issue 15): identity-map reordering and gates as
+# residual choices (nn/residual.py IdentityMap, nn/gates.py); the rest is Transformer-XL's.
+
+_PARISOTTO = "Parisotto et al. 2019, Stabilizing Transformers for Reinforcement Learning"
+
+
+def _rl_xl(residual: dict) -> dict:
+    # Section 4 / appendix: 12 layers, embedding 256, 8 heads of dimension 64, memory 512;
+    # the feed-forward width (4 x d_model) and dropout 0 are our choices.
+    spec = _xl()
+    spec.update(d_model=256, dropout=0.0, heads={"n_heads": 8, "d_head": 64}, residual=residual,
+                ff={"d_ff": 1024, "activation": "relu"})
+    return spec
+
+
+@member("gtrxl", f"{_PARISOTTO} (GTrXL)")
+def gtrxl() -> dict:
+    """Gated Transformer-XL: XL memory and relative positions, LayerNorm on each sublayer's
+    input only (memory included) and a GRU-type gate in place of each residual sum
+    (section 3.2), b_g = 2 so every layer starts near the identity map (z ~= 0.12).
+    residual__params={"gate_bias": 0.0} is the paper's ablation; residual__name picks the
+    other gates (input_gate, output_gate, highway_gate, sigmoid_tanh_gate), each with its
+    own default b_g."""
+    return _rl_xl({"name": "gru_gate"})  # b_g: GRUGate's default, 2
+
+
+@member("trxl_i", f"{_PARISOTTO} (TrXL-I)")
+def trxl_i() -> dict:
+    """Transformer-XL with the identity-map reordering (section 3.1): x + ReLU(Sublayer(LN(x))),
+    memory normalised with the stream; no gate. Same shape as gtrxl."""
+    return _rl_xl({"name": "identity_map"})
+
+
 # -- recurrence in depth (issue 14): nn/universal.py (shared block, t2t halting),
 # nn/position/coordinate.py (position + step, eq. 6-7). ACT on or off is the depth name.
 

@@ -78,6 +78,13 @@ CITATIONS: dict[str, str] = {
     "PostNorm": "Vaswani et al. 2017, section 3.1: LayerNorm(x + Sublayer(x))",
     "PreNorm": "Xiong et al. 2020 (Pre-LN), as in GPT-2 (Radford et al. 2019, section 2.3): "
                "x + Sublayer(LayerNorm(x))",
+    "IdentityMap": "Parisotto et al. 2019, section 3.1 (TrXL-I): x + ReLU(Sublayer(LayerNorm(x)))",
+    "InputGate": "Parisotto et al. 2019, section 3.2: g = sigmoid(W_g x) * x + y, y = ReLU(Sublayer(LN(x)))",
+    "OutputGate": "Parisotto et al. 2019, section 3.2: g = x + sigmoid(W_g x - b_g) * y",
+    "HighwayGate": "Parisotto et al. 2019, section 3.2: g = s * x + (1 - s) * y, s = sigmoid(W_g x + b_g)",
+    "SigmoidTanhGate": "Parisotto et al. 2019, section 3.2: g = x + sigmoid(W_g y - b_g) * tanh(U_g y)",
+    "GRUGate": "Parisotto et al. 2019, section 3.2 (GTrXL): g = (1 - z) * x + z * tanh(W_g y + U_g (r * x)), "
+               "z = sigmoid(W_z y + U_z x - b_g)",
     "Stack": "Vaswani et al. 2017, section 3.1: a stack of N identical layers",
     "ReversibleStack": "Gomez et al. 2017; Kitaev et al. 2020, section 3: y1 = x1 + F(x2), "
                        "y2 = x2 + G(y1)",
