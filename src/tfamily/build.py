@@ -13,6 +13,8 @@ from torch import nn
 
 from . import checks  # noqa: F401  (registers the spec checks that need parts)
 from .models import EncoderDecoder, LanguageModel, MLMHead
+from .models.rnn_decoders import BahdanauDecoder, LuongDecoder
+from .models.rnn_encdec import RNNEncoderDecoder
 from .nn.adaptive_span import SoftPatternKernel
 from .nn.attention import Attention
 from .nn.block import Block
@@ -24,11 +26,12 @@ from .nn.patterns import Full, Pattern, SoftPattern
 from .nn.patterns import resolve as resolve_pattern
 from .nn.position import NoPosition
 from .nn.position.coordinate import Coordinate
+from .nn.recurrent import CELLS, RecurrentStack, make_rnn
 from .nn.reversible import ReversibleStack
 from .nn.universal import HaltingUnit, Universal, UniversalACT
 from .objectives import CausalLM, MaskedLM, Seq2Seq
-from .registry import (DEPTHS, FEEDFORWARDS, HEADS, KERNELS, MODELS, OBJECTIVES, PATTERNS, POSITIONS,
-                       RESIDUALS, STATES)
+from .registry import (ALIGNMENTS, DEPTHS, FEEDFORWARDS, HEADS, KERNELS, MODELS, OBJECTIVES, PATTERNS,
+                       POSITIONS, RESIDUALS, STATES)
 from .sizes import check_fits
 from .spec import Spec
 
@@ -175,9 +178,52 @@ def _encoder_decoder(spec: Spec) -> nn.Module:
                           objective(spec), spec.dropout)
 
 
+# -- recurrent depths (issue 16): one torch.nn RNN/LSTM/GRU is the whole stack (nn/recurrent.py);
+# as an encoder-decoder, its params choose how the decoder reads the encoder (models/rnn_encdec.py).
+RNN_OPTIONS = {"bidirectional": False, "alignment": "general", "attend": "luong", "input_feeding": True}
+
+
+def _recurrent(cell: str) -> Callable[..., nn.Module]:
+    def make(spec: Spec, n_layers: int, bidirectional: bool = RNN_OPTIONS["bidirectional"],
+             alignment: str = RNN_OPTIONS["alignment"], attend: str = RNN_OPTIONS["attend"],
+             input_feeding: bool = RNN_OPTIONS["input_feeding"]) -> nn.Module:
+        # A decoder-only model's stack; checks.check_recurrent refuses the encoder-decoder options there.
+        return RecurrentStack(make_rnn(cell, spec.d_model, spec.d_model, n_layers, dropout=spec.dropout))
+    return make
+
+
+for _cell in CELLS:
+    DEPTHS.register(_cell, _recurrent(_cell), needs=("spec", "n_layers"), recurrent=True)
+STATES.register("rnn_hidden", lambda spec, layers: layers.new_state, needs=("spec", "layers"))
+
+
+def _rnn_encoder_decoder(spec: Spec) -> nn.Module:
+    o = {**RNN_OPTIONS, **spec.depth.params}
+    cell, d, n_dec = spec.depth.name, spec.d_model, spec.depth.n_layers
+    embed = TokenEmbedding(spec.vocab_size, d)
+    head = LMHead(d, spec.vocab_size, tied=embed if spec.tie_embeddings else None)
+    encoder = make_rnn(cell, d, d, spec.depth.n_enc_layers or n_dec, dropout=spec.dropout,
+                       bidirectional=o["bidirectional"])
+    d_context = d * (2 if o["bidirectional"] else 1)
+    score = None if o["alignment"] == "none" else ALIGNMENTS.make(o["alignment"], d_query=d, d_key=d_context)
+    if o["attend"] == "bahdanau":
+        rnn = make_rnn(cell, d + d_context, d, n_dec, dropout=spec.dropout)
+        decoder = BahdanauDecoder(rnn, score, d, d_context, d_final=d)
+    else:
+        feeding = o["input_feeding"] and score is not None
+        rnn = make_rnn(cell, d + (d if feeding else 0), d, n_dec, dropout=spec.dropout)
+        decoder = LuongDecoder(rnn, score, d, d_context, feeding)
+    return RNNEncoderDecoder(embed, encoder, decoder, head, objective(spec), spec.dropout)
+
+
+def _any_encoder_decoder(spec: Spec) -> nn.Module:
+    recurrent = DEPTHS.entry(spec.depth.name).info.get("recurrent", False)
+    return (_rnn_encoder_decoder if recurrent else _encoder_decoder)(spec)
+
+
 MODELS.register("decoder", _language_model, needs=("spec",))
 MODELS.register("encoder", _language_model, needs=("spec",))
-MODELS.register("encoder_decoder", _encoder_decoder, needs=("spec",))
+MODELS.register("encoder_decoder", _any_encoder_decoder, needs=("spec",))
 
 
 def build(spec: Spec | str) -> nn.Module:

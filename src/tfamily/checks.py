@@ -11,8 +11,8 @@ from typing import TYPE_CHECKING
 
 from .nn.gates import check_gate_bias
 from .nn.patterns import resolve
-from .registry import (CHECKS, DEPTHS, FEEDFORWARDS, KERNELS, OBJECTIVES, PATTERNS, POSITIONS, RESIDUALS,
-                       STATES)
+from .registry import (ALIGNMENTS, CHECKS, DEPTHS, FEEDFORWARDS, KERNELS, OBJECTIVES, PATTERNS, POSITIONS,
+                       RESIDUALS, STATES)
 
 if TYPE_CHECKING:
     from .spec import Spec
@@ -65,6 +65,47 @@ def check_universal(spec: Spec) -> None:
         check_act(depth.n_layers, depth.params.get("eps", 0.01), depth.params.get("ponder_weight", 0.01))
 
 
+def check_recurrent(spec: Spec) -> None:
+    """Recurrent depths (RNN/LSTM/GRU as the whole stack, issue 16) and the choices they pair with."""
+    recurrent = DEPTHS.entry(spec.depth.name).info.get("recurrent", False)
+    if recurrent != (spec.state.name == "rnn_hidden"):
+        raise ValueError(f"depth {spec.depth.name!r} with state {spec.state.name!r}: a recurrent depth carries its "
+                         f"hidden state (state 'rnn_hidden') and only a recurrent depth has one; set both or neither")
+    if not recurrent:
+        return
+    if spec.model == "encoder":
+        raise ValueError(f"depth {spec.depth.name!r} with model 'encoder': a recurrent stack reads left to right, "
+                         f"so a masked-LM encoder would not see the right context; use model 'decoder' or "
+                         f"'encoder_decoder'")
+    p = spec.depth.params
+    if spec.model == "decoder":
+        if p:
+            raise ValueError(f"depth.params {sorted(p)} describe a recurrent encoder-decoder (how the decoder reads "
+                             f"the encoder); a language model (model 'decoder') takes none: drop them")
+        return
+    alignment, attend = p.get("alignment", "general"), p.get("attend", "luong")
+    if alignment != "none":
+        ALIGNMENTS.check(alignment)
+    if attend not in ("luong", "bahdanau"):
+        raise ValueError(f"depth.params.attend={attend!r}: 'luong' (the current state scores, Luong et al. 2015) "
+                         f"or 'bahdanau' (the previous state, Bahdanau et al. 2015)")
+    for key in ("bidirectional", "input_feeding"):
+        if not isinstance(p.get(key, False), bool):
+            raise TypeError(f"depth.params.{key} must be true or false, got {p[key]!r}")
+    if attend == "bahdanau" and alignment == "none":
+        raise ValueError("depth.params.attend='bahdanau' needs an alignment score (its context enters every "
+                         "state); pick alignment 'additive' (the paper's), or attend 'luong' for none")
+    if attend == "luong" and (p.get("bidirectional") or spec.depth.n_enc_layers not in (None, spec.depth.n_layers)):
+        raise ValueError(f"depth.params.attend='luong' starts the decoder from the encoder's final state, so the "
+                         f"encoder must be unidirectional with the decoder's n_layers ({spec.depth.n_layers}); got "
+                         f"bidirectional={p.get('bidirectional', False)}, n_enc_layers={spec.depth.n_enc_layers}; "
+                         f"use attend 'bahdanau' for a bidirectional encoder")
+    if alignment == "dot" and p.get("bidirectional"):
+        raise ValueError("alignment 'dot' with a bidirectional encoder: h_t^T h_s needs states of one size and a "
+                         "bidirectional encoder's are twice the decoder's; use 'general', 'concat' or 'additive'")
+
+
 CHECKS.register("params", check_params)
+CHECKS.register("recurrent", check_recurrent)
 CHECKS.register("lsh", check_lsh)
 CHECKS.register("universal", check_universal)

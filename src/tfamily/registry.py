@@ -165,6 +165,9 @@ STATES = Registry("state", (_BUILD,))
 FEEDFORWARDS = Registry("ff", ("tfamily.nn.feedforward",))
 ACTIVATIONS = Registry("activation", ("tfamily.nn.feedforward",))
 OBJECTIVES = Registry("objective", (_BUILD,))
+# Alignment scores of recurrent encoder-decoders (dot, general, concat, additive), chosen in a
+# recurrent depth's params; not a spec axis of their own.
+ALIGNMENTS = Registry("alignment", ("tfamily.nn.alignment",))
 # Cross-axis checks (name -> check(spec) raising ValueError), run on every Spec; the ones
 # that need a part (a kernel validating its parameters) live next to build (tfamily/checks.py).
 CHECKS = Registry("check", ("tfamily.checks",))
