@@ -1,0 +1,125 @@
+"""`tfamily rl train | eval | compare`: PPO with memory torsos on gymnasium / POPGym.
+
+    tfamily rl train --env popgym-RepeatFirstEasy-v0 --member gtrxl --steps 200000 --seed 0
+    tfamily rl train --resume runs/rl/popgym-RepeatFirstEasy-v0-gtrxl-s0 --steps 400000
+    tfamily rl eval runs/rl/popgym-RepeatFirstEasy-v0-gtrxl-s0 --episodes 64 --json
+    tfamily rl compare runs/rl/* --out curves.png --json
+"""
+from __future__ import annotations
+
+import json
+import math
+
+TORSOS = "gtrxl | trxl_i | transformer_xl | lstm | gru (or any member with XL memory)"
+
+
+def add_parser(sub) -> None:
+    rl = sub.add_parser("rl", help="reinforcement learning: PPO with memory torsos on gymnasium/POPGym",
+                        description="PPO (clipped objective, GAE) with an actor-critic whose torso is a "
+                                    "family stack with XL memory or an LSTM/GRU, on the shared training loop.")
+    rsub = rl.add_subparsers(dest="rl_command", metavar="COMMAND")
+    p = rsub.add_parser("train", help="train a policy")
+    p.add_argument("--env", help="gymnasium id, e.g. popgym-RepeatFirstEasy-v0")
+    p.add_argument("--member", default="gtrxl", help=f"torso: {TORSOS}")
+    p.add_argument("--steps", type=int, help="environment steps (at least one rollout: n_envs x rollout)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--out", metavar="DIR", help="run directory (default runs/rl/<env>-<member>-s<seed>)")
+    p.add_argument("--resume", metavar="DIR", help="continue the run in DIR exactly (--steps: a new total)")
+    p.add_argument("--time-budget", metavar="DUR", help="wall-clock budget, e.g. 5m")
+    p.add_argument("--lr", type=float, default=5e-4)
+    p.add_argument("--n-envs", type=int, default=32)
+    p.add_argument("--rollout", type=int, default=64, help="steps per environment per rollout")
+    p.add_argument("--epochs", type=int, default=4)
+    p.add_argument("--minibatches", type=int, default=2)
+    p.add_argument("--d-model", type=int, default=64)
+    p.add_argument("--layers", type=int, default=2)
+    p.add_argument("--heads", type=int, default=4)
+    p.add_argument("--mem-len", type=int, default=64)
+    p.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE",
+                   help="other rl settings: clip, vf_coef, ent_coef, gamma, lam, eval_episodes")
+    p.add_argument("--no-progress", action="store_true")
+    p.add_argument("--json", action="store_true", help="print the result as JSON")
+    p.set_defaults(func=_train)
+
+    e = rsub.add_parser("eval", help="mean return of a trained run over N episodes")
+    e.add_argument("run", metavar="RUN")
+    e.add_argument("--episodes", type=int, default=32)
+    e.add_argument("--seed", type=int, help="evaluation seed (default: the run's)")
+    e.add_argument("--json", action="store_true")
+    e.set_defaults(func=_eval)
+
+    c = rsub.add_parser("compare", help="learning curves of runs in one PNG, and a table")
+    c.add_argument("runs", nargs="+", metavar="RUN")
+    c.add_argument("--out", default="runs/rl/curves.png", metavar="PNG")
+    c.add_argument("--json", action="store_true")
+    c.set_defaults(func=_compare)
+    rl.set_defaults(func=lambda args: rl.print_help() or 2)
+
+
+def _settings(items: list[str]) -> dict:
+    from ..train.config import parse_value
+    out = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise ValueError(f"--set {item!r} is not key=value; e.g. --set ent_coef=0.01")
+        out[key] = parse_value(value)
+    return out
+
+
+def _train(args) -> int:
+    from .train import rl_config, train
+    if args.resume:
+        overrides = {}
+        if args.steps is not None:
+            from ..train import checkpoint
+            params = checkpoint.load(args.resume).meta["config"]["data"]["task_params"]
+            per = params["epochs"] * params["minibatches"]
+            overrides["train.max_steps"] = math.ceil(args.steps / (params["n_envs"] * params["rollout"])) * per
+        if args.time_budget:
+            overrides["train.time_budget"] = args.time_budget
+        if args.no_progress:
+            overrides["train.progress"] = False
+        result = train(resume=args.resume, overrides=overrides)
+    else:
+        if not args.env or args.steps is None:
+            raise ValueError("rl train needs --env ENV and --steps N (or --resume DIR)")
+        settings = {"n_envs": args.n_envs, "rollout": args.rollout, "epochs": args.epochs,
+                    "minibatches": args.minibatches, **_settings(args.set)}
+        torso = {"d_model": args.d_model, "n_layers": args.layers, "n_heads": args.heads, "mem_len": args.mem_len}
+        cfg = rl_config(args.env, args.member, args.steps, seed=args.seed, out=args.out, lr=args.lr,
+                        time_budget=args.time_budget, torso=torso, settings=settings,
+                        progress=not args.no_progress)
+        result = train(cfg)
+    if args.json:
+        print(json.dumps(result, indent=1))
+    else:
+        print(f"{result['run_dir']}: {result['tokens']} env steps at {result['tokens_per_s']:.0f}/s, "
+              f"train mean return {result.get('train_mean_return')}, eval return {result.get('val_return')}")
+    return 0
+
+
+def _eval(args) -> int:
+    from .train import evaluate_run
+    out = evaluate_run(args.run, args.episodes, seed=args.seed)
+    print(json.dumps(out, indent=1) if args.json else
+          f"{out['env']} {out['member']}: mean return {out['mean_return']:.4f} +- {out['std_return']:.4f} "
+          f"over {out['episodes']} episodes")
+    return 0
+
+
+def _compare(args) -> int:
+    from .train import curves, plot
+    rows = curves(args.runs)
+    path = plot(rows, args.out)
+    keep = ("run", "env", "member", "seed", "final_return", "max_return")
+    table = [{**{k: r[k] for k in keep}, "env_steps": r["env_steps"][-1] if r["env_steps"] else 0}
+             for r in rows]
+    if args.json:
+        print(json.dumps({"plot": str(path), "runs": table}, indent=1))
+    else:
+        for r in table:
+            print(f"{r['member']:<16} s{r['seed']:<3} {r['env']:<36} steps {r['env_steps']:>8}  "
+                  f"final {r['final_return']}  max {r['max_return']}")
+        print(f"plot: {path}")
+    return 0

@@ -1,0 +1,162 @@
+"""``tfamily rl``: build a PPO run as a ``Config`` and drive it with the shared ``Trainer``.
+
+The run's config is an ordinary training config, so checkpoints, resume, budgets and
+logs work unchanged: ``member`` names the torso (a family member with XL memory, or
+``lstm`` / ``gru``), ``model`` its sizes, ``data.task`` the environment id and
+``data.task_params`` the rollout and PPO settings; ``train.max_steps`` is the number of
+PPO minibatch updates that ``--steps`` environment steps make.
+"""
+from __future__ import annotations
+
+import json
+import math
+import statistics
+from dataclasses import asdict, fields
+from pathlib import Path
+
+from ..train import checkpoint
+from ..train.config import Config, DataConfig, TrainConfig
+from ..train.loop import Trainer, resume_config, seed_all
+from .encoders import encoder_for
+from .envs import check_env
+from .policy import ActorCritic
+from .ppo import PPOSettings
+from .task import RolloutSettings, RolloutTask, episodes
+from .torso import build_torso
+
+TORSO_KEYS = ("d_model", "n_layers", "n_heads", "mem_len")
+TORSO_DEFAULTS = {"d_model": 64, "n_layers": 2, "n_heads": 4, "mem_len": 64}
+
+
+def _split(params: dict) -> tuple[RolloutSettings, PPOSettings]:
+    names = {f.name for f in fields(RolloutSettings)} | {f.name for f in fields(PPOSettings)}
+    bad = sorted(set(params) - names)
+    if bad:
+        raise ValueError(f"unknown rl setting(s) {bad}; valid: {', '.join(sorted(names))}")
+    pick = lambda cls: {k: v for k, v in params.items() if k in {f.name for f in fields(cls)}}  # noqa: E731
+    return RolloutSettings(**pick(RolloutSettings)), PPOSettings(**pick(PPOSettings))
+
+
+def rl_config(env: str, member: str, steps: int, *, seed: int = 0, out: str | None = None, lr: float = 5e-4,
+              time_budget=None, torso: dict | None = None, settings: dict | None = None,
+              progress: bool = True, tensorboard: bool = True, ckpt_rollouts: int = 10) -> Config:
+    """The run that trains ``member`` on ``env`` for ``steps`` environment steps."""
+    rollout, ppo = _split(settings or {})
+    if isinstance(steps, bool) or not isinstance(steps, int) or steps < rollout.steps:
+        raise ValueError(f"--steps {steps!r} is fewer than one rollout: n_envs x rollout = {rollout.n_envs} x "
+                         f"{rollout.rollout} = {rollout.steps} environment steps; use --steps >= {rollout.steps}")
+    model = {**TORSO_DEFAULTS, **(torso or {})}
+    bad = sorted(set(model) - set(TORSO_KEYS))
+    if bad:
+        raise ValueError(f"unknown torso setting(s) {bad}; valid: {', '.join(TORSO_KEYS)}")
+    updates = ppo.epochs * ppo.minibatches
+    name = f"{env}-{member}-s{seed}".replace("/", "_")
+    train = TrainConfig(batch_size=rollout.n_envs, max_steps=math.ceil(steps / rollout.steps) * updates,
+                        time_budget=time_budget, lr=lr, min_lr_ratio=1.0, warmup=0, weight_decay=0.0,
+                        betas=(0.9, 0.999), eps=1e-5, grad_clip=0.5, precision="fp32", seed=seed,
+                        eval_every=None, eval_tokens=None, log_every=updates, ckpt_every=ckpt_rollouts * updates,
+                        keep=2, out=out or f"runs/rl/{name}", tensorboard=tensorboard, progress=progress)
+    return Config(member=member, name=name, model=model,
+                  data=DataConfig(corpus=None, task=env, task_params={**asdict(rollout), **asdict(ppo)}),
+                  train=train)
+
+
+def make_policy(cfg: Config) -> tuple[ActorCritic, RolloutSettings]:
+    """The actor-critic a run's config describes (weights freshly initialised)."""
+    rollout, ppo = _split(cfg.data.task_params)
+    env = check_env(cfg.data.task)
+    try:
+        m = {**TORSO_DEFAULTS, **cfg.model}
+        torso = build_torso(cfg.member, **{k: m[k] for k in TORSO_KEYS})
+        policy = ActorCritic(encoder_for(env.observation_space, torso.d_model), torso, int(env.action_space.n), ppo)
+    finally:
+        env.close()
+    return policy, rollout
+
+
+def trainer(cfg: Config, resume: str | Path | None = None) -> Trainer:
+    seed_all(cfg.train.seed)  # the policy's initial weights depend on the seed only
+    policy, rollout = make_policy(cfg)
+    task = RolloutTask(cfg.data.task, policy, rollout, seed=cfg.train.seed)
+    return Trainer(cfg, task=task, model=policy, resume=resume)
+
+
+def train(cfg: Config | None = None, *, resume: str | Path | None = None, overrides: dict | None = None) -> dict:
+    """Train ``cfg``, or continue the run at ``resume`` (with dotted ``overrides``)."""
+    if resume is not None:
+        cfg = resume_config(resume, overrides)
+    tr = trainer(cfg, resume)
+    try:
+        result = tr.fit()
+    finally:
+        tr.task.close()
+        tr.close()
+    return result
+
+
+def evaluate_run(run: str | Path, episodes_: int, *, seed: int | None = None) -> dict:
+    """Mean return of ``episodes_`` evaluation episodes of the run's last checkpoint."""
+    if isinstance(episodes_, bool) or not isinstance(episodes_, int) or episodes_ < 1:
+        raise ValueError(f"--episodes must be an integer >= 1, got {episodes_!r}")
+    ck = checkpoint.load(run)
+    cfg = resume_config(run)
+    seed_all(cfg.train.seed)
+    policy, rollout = make_policy(cfg)
+    ck.load_weights(policy)
+    policy.eval()
+    returns, lengths = [], []
+    for _, _, finished in episodes(policy, cfg.data.task, n_envs=rollout.n_envs, steps=rollout.rollout,
+                                   seed=cfg.train.seed if seed is None else seed, count=episodes_,
+                                   max_steps=10**7):
+        returns.extend(r for r, _ in finished)
+        lengths.extend(n for _, n in finished)
+    returns, lengths = returns[:episodes_], lengths[:episodes_]
+    return {"run": str(ck.path.parent.parent), "env": cfg.data.task, "member": cfg.member, "step": ck.meta["step"],
+            "env_steps": ck.meta["tokens"], "episodes": len(returns), "mean_return": statistics.fmean(returns),
+            "std_return": statistics.pstdev(returns), "mean_length": statistics.fmean(lengths)}
+
+
+def curves(runs: list[str | Path]) -> list[dict]:
+    """Each run's learning curve from its train.csv: environment steps and batch-mean return."""
+    from ..train.metrics import read_csv
+    out = []
+    for run in runs:
+        run = Path(run)
+        if not (run / "train.csv").is_file() or not (run / "config.yaml").is_file():
+            raise FileNotFoundError(f"{run} is not an rl run directory (no train.csv / config.yaml); "
+                                    f"pass directories written by `tfamily rl train`")
+        cfg = _read_yaml(run / "config.yaml")
+        rows = [r for r in read_csv(run / "train.csv") if r.get("mean_return") not in (None, "")]
+        xs, ys = [int(r["tokens"]) for r in rows], [float(r["mean_return"]) for r in rows]
+        out.append({"run": str(run), "env": cfg["data"]["task"], "member": cfg["member"],
+                    "seed": cfg["train"]["seed"], "env_steps": xs, "mean_return": ys,
+                    "final_return": ys[-1] if ys else None, "max_return": max(ys) if ys else None})
+    return out
+
+
+def _read_yaml(path: Path) -> dict:
+    import yaml
+    return yaml.safe_load(path.read_text(encoding="utf-8"))
+
+
+def plot(rows: list[dict], out: str | Path) -> Path:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for r in rows:
+        ax.plot(r["env_steps"], r["mean_return"], label=f"{r['member']} s{r['seed']} ({r['env']})")
+    ax.set_xlabel("environment steps")
+    ax.set_ylabel("mean episode return (batch)")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(out, dpi=120)
+    plt.close(fig)
+    return out
+
+
+def print_json(obj) -> None:
+    print(json.dumps(obj, indent=1))
