@@ -25,6 +25,7 @@ COMMANDS = {
     "patterns": "tfamily.bench.cli",
     "plot": "tfamily.bench.cli",
     "repro": "tfamily.bench.cli",
+    "rl": "tfamily.rl.cli",
 }
 
 

@@ -37,6 +37,8 @@ def add_parser(sub) -> None:
     p.add_argument("--mem-len", type=int, default=64)
     p.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE",
                    help="other rl settings: clip, vf_coef, ent_coef, gamma, lam, eval_episodes")
+    p.add_argument("--ckpt-every", type=int, metavar="UPDATES",
+                   help="checkpoint every this many PPO updates (default: every 10 rollouts)")
     p.add_argument("--no-progress", action="store_true")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     p.set_defaults(func=_train)
@@ -89,7 +91,7 @@ def _train(args) -> int:
         torso = {"d_model": args.d_model, "n_layers": args.layers, "n_heads": args.heads, "mem_len": args.mem_len}
         cfg = rl_config(args.env, args.member, args.steps, seed=args.seed, out=args.out, lr=args.lr,
                         time_budget=args.time_budget, torso=torso, settings=settings,
-                        progress=not args.no_progress)
+                        progress=not args.no_progress, ckpt_every=args.ckpt_every)
         result = train(cfg)
     if args.json:
         print(json.dumps(result, indent=1))

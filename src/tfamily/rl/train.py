@@ -39,8 +39,9 @@ def _split(params: dict) -> tuple[RolloutSettings, PPOSettings]:
 
 def rl_config(env: str, member: str, steps: int, *, seed: int = 0, out: str | None = None, lr: float = 5e-4,
               time_budget=None, torso: dict | None = None, settings: dict | None = None,
-              progress: bool = True, tensorboard: bool = True, ckpt_rollouts: int = 10) -> Config:
-    """The run that trains ``member`` on ``env`` for ``steps`` environment steps."""
+              progress: bool = True, tensorboard: bool = True, ckpt_every: int | None = None) -> Config:
+    """The run that trains ``member`` on ``env`` for ``steps`` environment steps (rounded up to
+    whole rollouts); ``ckpt_every``: PPO updates between checkpoints (default 10 rollouts)."""
     rollout, ppo = _split(settings or {})
     if isinstance(steps, bool) or not isinstance(steps, int) or steps < rollout.steps:
         raise ValueError(f"--steps {steps!r} is fewer than one rollout: n_envs x rollout = {rollout.n_envs} x "
@@ -54,7 +55,7 @@ def rl_config(env: str, member: str, steps: int, *, seed: int = 0, out: str | No
     train = TrainConfig(batch_size=rollout.n_envs, max_steps=math.ceil(steps / rollout.steps) * updates,
                         time_budget=time_budget, lr=lr, min_lr_ratio=1.0, warmup=0, weight_decay=0.0,
                         betas=(0.9, 0.999), eps=1e-5, grad_clip=0.5, precision="fp32", seed=seed,
-                        eval_every=None, eval_tokens=None, log_every=updates, ckpt_every=ckpt_rollouts * updates,
+                        eval_every=None, eval_tokens=None, log_every=1, ckpt_every=ckpt_every or 10 * updates,
                         keep=2, out=out or f"runs/rl/{name}", tensorboard=tensorboard, progress=progress)
     return Config(member=member, name=name, model=model,
                   data=DataConfig(corpus=None, task=env, task_params={**asdict(rollout), **asdict(ppo)}),

@@ -30,7 +30,7 @@ from torch import nn
 
 from .. import members
 from ..build import build
-from ..models.hooks import AfterStep
+from ..models.hooks import AfterStep, SeesProgress
 from ..sizes import check_fits
 from ..spec import Spec
 from . import autotune, checkpoint, distributed, rundir, snapshot
@@ -40,7 +40,7 @@ from .device import autocast, resolve_precision
 from .evaluate import carried_state, evaluate, to_device
 from .metrics import Logger
 from .optim import adamw, warmup_cosine
-from .task import Task, make_task
+from .task import Reports, Task, make_task
 
 
 class NonFiniteLoss(RuntimeError):
@@ -202,10 +202,18 @@ class Trainer:
             self.loss_module.state = self.state
         return batch
 
+    @property
+    def progress(self) -> float:
+        """Steps taken over the planned total: ``max_steps``, or for a time budget the step
+        where it is predicted to run out (the cosine schedule's end, agreed over ranks)."""
+        return self.step / max(1, self.scheduler.lr_lambdas[0].total)
+
     def train_step(self) -> tuple[float, float, int]:
         """One optimiser step; returns (mean loss over ranks, grad norm, units this step)."""
         t, d = self.cfg.train, self.dist
         losses, units = [], 0
+        if isinstance(self.model, SeesProgress):  # e.g. the Al-Rfou losses' layer cut-offs
+            self.model.set_progress(self.progress)
         for i in range(t.accum):
             batch = self._next_batch()
             sync = i == t.accum - 1 or not d.active
@@ -265,8 +273,10 @@ class Trainer:
             checkpoint.clean_stale(self.run_dir / "checkpoints")
             dump(self.cfg, self.run_dir / "config.yaml")
         resumed = self.step if self.ckpt is not None else None
+        reports = isinstance(self.task, Reports)  # declared by the task (RL: mean episode return)
         log = Logger(self.run_dir if d.main else None, tensorboard=t.tensorboard, progress=t.progress,
-                     total=t.max_steps, start_step=self.step, resume_step=resumed)
+                     total=t.max_steps, start_step=self.step, resume_step=resumed,
+                     extra_fields=tuple(self.task.report_fields) if reports else ())
         start_step, start_tokens, train_s, last_note = self.step, self.tokens, 0.0, time.perf_counter()
         self.train_s = 0.0  # this session's training seconds (evaluations and checkpoints excluded)
         rate, stopped = 0.0, "max_steps"
@@ -289,10 +299,12 @@ class Trainer:
                     total = self.budget.horizon(self.step, ran, train_s, self.elapsed, rate, d)
                     self.scheduler.lr_lambdas[0].total = total
                     log.set_total(total)
-                log.step(loss=loss, tok_s=round(rate))
+                report = self.task.report() if reports else {}
+                speed = "tok_s" if self.task.unit == "tokens" else f"{self.task.unit}/s"
+                log.step(loss=loss, **{speed: round(rate)}, **{k: v for k, v in report.items() if v is not None})
                 if self.step % t.log_every == 0:
                     log.log_train({"step": self.step, "tokens": self.tokens, "loss": loss, "lr": lr,
-                                   "grad_norm": norm, "tokens_per_s": rate, "elapsed_s": self.elapsed})
+                                   "grad_norm": norm, "tokens_per_s": rate, "elapsed_s": self.elapsed, **report})
                 if (log.bar is None or log.bar.disable) and time.perf_counter() - last_note > 30:
                     last_note = time.perf_counter()
                     log.message(f"step {self.step}: loss {self.train_loss:.4f}, {rate:.0f} {self.task.unit}/s, "
@@ -319,7 +331,8 @@ class Trainer:
                   "train_loss": self.train_loss, "val_loss": e["loss"], "val_bpc": e.get("bpc"), **extra,
                   "val_ppl": e["ppl"], "val_acc": e["acc"], "stopped": stopped, "precision": self.precision,
                   "device": str(self.device), "threads": torch.get_num_threads(), "world_size": d.world_size,
-                  "run_dir": str(self.run_dir), "checkpoint": str(self.last_ckpt) if self.last_ckpt else None}
+                  "run_dir": str(self.run_dir), "checkpoint": str(self.last_ckpt) if self.last_ckpt else None,
+                  **({f"train_{k}": v for k, v in self.task.report().items()} if reports else {})}
         if d.main:
             (self.run_dir / "result.json").write_text(json.dumps(result, indent=1), encoding="utf-8")
         return result

@@ -47,12 +47,14 @@ class Logger:
     """Everything a run writes besides checkpoints; a no-op on ranks other than 0."""
 
     def __init__(self, run_dir: Path | None, *, tensorboard: bool, progress: bool, total: int | None,
-                 start_step: int = 0, resume_step: int | None = None):
+                 start_step: int = 0, resume_step: int | None = None, extra_fields: tuple[str, ...] = ()):
+        """``extra_fields``: the task's own train columns (``task.Reports``)."""
         self.active = run_dir is not None
+        self.extra_fields = tuple(extra_fields)
         self.train = self.eval = self.tb = self.bar = None
         if not self.active:
             return
-        self.train = CSVLog(run_dir / "train.csv", TRAIN_FIELDS, resume_step)
+        self.train = CSVLog(run_dir / "train.csv", TRAIN_FIELDS + list(self.extra_fields), resume_step)
         self.eval = CSVLog(run_dir / "eval.csv", EVAL_FIELDS, resume_step)
         if tensorboard:
             from torch.utils.tensorboard import SummaryWriter
@@ -85,7 +87,7 @@ class Logger:
             return
         self.train.write(row)
         if self.tb is not None:
-            for k in ("loss", "lr", "grad_norm", "tokens_per_s"):
+            for k in ("loss", "lr", "grad_norm", "tokens_per_s", *self.extra_fields):
                 if row.get(k) is not None:
                     self.tb.add_scalar(f"train/{k}", row[k], row["step"])
 

@@ -49,7 +49,11 @@ def save(tr) -> Path | None:
         rng_t[f"torch.rank{r}"] = s
     opt_t, opt_meta = flatten_optimizer(tr.optimizer.state_dict())
     carry_t, carry_meta = _carry_out(tr.state, d)
-    groups = {"optimizer": opt_t, "rng": rng_t, **({"carry": carry_t} if tr.state is not None else {})}
+    position = tr.task.state_dict()
+    # A task's position may hold tensors (an RL rollout buffer): safetensors, not JSON.
+    data_t = {k: v for k, v in position.items() if isinstance(v, torch.Tensor)}
+    groups = {"optimizer": opt_t, "rng": rng_t, **({"carry": carry_t} if tr.state is not None else {}),
+              **({"data": data_t} if data_t else {})}
     path = None
     if d.main:
         task = tr.task
@@ -58,8 +62,8 @@ def save(tr) -> Path | None:
                 "vocab": task.vocab.to_json() if task.vocab is not None else None,
                 "source": {"name": task.name, "kind": task.kind, "seq_len": task.seq_len, "unit": task.unit},
                 "scheduler": tr.scheduler.state_dict(), "optimizer": opt_meta, "rng": rng_meta,
-                "data": task.state_dict(), "carry": carry_meta, "precision": tr.precision,
-                "threads": torch.get_num_threads(),
+                "data": {k: v for k, v in position.items() if k not in data_t}, "carry": carry_meta,
+                "precision": tr.precision, "threads": torch.get_num_threads(),
                 "metrics": {"train_loss": tr.train_loss, "val": tr.last_eval},
                 "recent": list(tr.recent), "data_dir": tr.data_dir}
         json.dumps(meta)  # fail before writing anything if some state is not plain data
@@ -81,7 +85,7 @@ def restore(tr, ck: checkpoint.Loaded) -> None:
     ck.load_weights(tr.model, tr.device)
     tr.optimizer.load_state_dict(unflatten_optimizer(ck.group("optimizer"), meta["optimizer"]))
     tr.scheduler.load_state_dict(meta["scheduler"])
-    tr.task.load_state_dict(meta["data"])
+    tr.task.load_state_dict({**meta["data"], **ck.group("data")})
     rng = ck.group("rng")
     mine = rng.get(f"torch.rank{tr.dist.rank}")
     if mine is None and tr.dist.active:

@@ -54,9 +54,23 @@ class Task(Protocol):
         """Metrics of the field derived from the mean loss (e.g. ``{"bpc": ...}``)."""
 
     def state_dict(self) -> dict:
-        """The task's position as plain JSON data."""
+        """The task's position: plain JSON values, and tensors where the position is data
+        (an RL rollout's buffer and its environments' actions), which checkpoints keep in
+        safetensors (``snapshot.py``)."""
 
     def load_state_dict(self, state: dict) -> None: ...
+
+
+@runtime_checkable
+class Reports(Protocol):
+    """A task with numbers of its own for the progress bar, ``train.csv``, TensorBoard and
+    ``result.json`` (an RL rollout: the mean episode return), named up front so the CSV
+    has their columns."""
+
+    report_fields: tuple[str, ...]
+
+    def report(self) -> dict:
+        """The current values of ``report_fields`` (numbers, or None before the first)."""
 
 
 def step_position(kind: str, task, state: dict | None = None) -> dict:
@@ -85,5 +99,6 @@ def make_task(cfg: DataConfig, batch_size: int, *, seed: int, rank: int = 0, wor
         return (PairTask if objective == "seq2seq" else SyntheticTask)(cfg, batch_size, **kw)
     if objective == "seq2seq":
         raise ValueError(f"the encoder-decoder (objective 'seq2seq') trains on source/target pairs; set "
-                         f"data.task to copy, reverse or addition instead of data.corpus={cfg.corpus!r}")
+                         f"data.task to copy, reverse or addition instead of data.corpus={cfg.corpus!r}, or pre-train it on "
+                         f"the corpus with model.objective.name=span_corruption (T5's span corruption)")
     return TextTask(cfg, batch_size, data_dir=data_dir, vocab=vocab, **kw)
