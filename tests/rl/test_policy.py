@@ -41,7 +41,7 @@ def test_first_minibatch_ratio_is_one(member, env, seed):
     for rows in ([1, 3], [2], [0, 1, 2, 3]):
         mb = minibatch(task.rollout, task.start_state, torch.tensor(rows), policy)
         with torch.no_grad():
-            logits, _ = policy.replay(mb["obs"], mb["starts"], mb["state"])
+            logits, _ = policy.replay(mb["obs"], mb["starts"], mb["state"], mb["trace"])
         logp = torch.log_softmax(logits, -1).gather(-1, mb["actions"][..., None])[..., 0]
         torch.testing.assert_close(logp, task.rollout.logp[:, rows], rtol=0, atol=2e-6)
     loss, m = policy.loss(batch)  # the task's own first minibatch
@@ -61,6 +61,6 @@ def test_replay_without_resets_differs(member):
     rollout, start, _, _ = collect(policy, envs, state, torch.zeros(4, dtype=torch.bool), 6)
     assert rollout.starts.any()
     with torch.no_grad():
-        logits, _ = policy.replay(rollout.obs, torch.zeros_like(rollout.starts), start)
+        logits, _ = policy.replay(rollout.obs, torch.zeros_like(rollout.starts), start, rollout.trace)
     logp = torch.log_softmax(logits, -1).gather(-1, rollout.actions[..., None])[..., 0]
     assert not torch.allclose(logp, rollout.logp, atol=1e-6)

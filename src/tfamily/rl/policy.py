@@ -38,20 +38,16 @@ class ActorCritic(nn.Module):
         h = self.torso(self.encoder(obs), state)
         return self.pi(h), self.v(h)[:, 0]
 
-    def replay(self, obs: Tensor, starts: Tensor, state: State) -> tuple[Tensor, Tensor]:
+    def replay(self, obs: Tensor, starts: Tensor, state: State, trace: Tensor) -> tuple[Tensor, Tensor]:
         """``obs`` (T, b, ...), ``starts`` (T, b) bool (row's episode begins at step t), ``state``
-        as before step 0 (consumed) -> logits (T, b, A), values (T, b)."""
-        logits, values = [], []
-        for t in range(obs.shape[0]):
-            state.reset(starts[t])
-            lg, v = self.step(obs[t], state)
-            logits.append(lg)
-            values.append(v)
-        return torch.stack(logits), torch.stack(values)
+        as before step 0 (consumed), ``trace`` (T, b, ...) from the rollout -> logits (T, b, A),
+        values (T, b)."""
+        h = self.torso.replay(self.encoder(obs), starts, state, trace)
+        return self.pi(h), self.v(h)[..., 0]
 
     def loss(self, batch: dict) -> tuple[Tensor, dict]:
         """PPO's loss (``ppo.py``) on a minibatch of whole rollout rows (``rollout.minibatch``)."""
-        logits, values = self.replay(batch["obs"], batch["starts"], batch["state"])
+        logits, values = self.replay(batch["obs"], batch["starts"], batch["state"], batch["trace"])
         logp_all = F.log_softmax(logits.float(), dim=-1)
         logp = logp_all.gather(-1, batch["actions"][..., None])[..., 0]
         entropy = -(logp_all.exp() * logp_all).sum(-1)

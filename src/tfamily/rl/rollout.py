@@ -32,6 +32,7 @@ class Rollout:
     terminated: Tensor    # (T, B) bool: the episode ended after step t for good
     ended: Tensor         # (T, B) bool: terminated or truncated after step t
     starts: Tensor        # (T, B) bool: the row's memory is reset before step t
+    trace: Tensor         # (T, B, ...) what the torso's replay needs of each step
     final_values: Tensor  # (T, B) V(final observation) where truncated, else 0
     last_value: Tensor    # (B,) V(observation after the rollout)
     adv: Tensor           # (T, B) GAE advantages
@@ -57,11 +58,12 @@ def collect(policy: ActorCritic, envs: VecEnv, state: State, starts: Tensor, ste
     pending after it, and the (return, length) of each episode that ended in it."""
     start_state = clone_state(policy.torso, state)
     enc, gamma, lam = policy.encoder, policy.ppo.gamma, policy.ppo.lam
-    obs_t, act_t, logp_t, val_t, rew_t, term_t, end_t, start_t, final_t, finished = ([] for _ in range(10))
+    obs_t, act_t, logp_t, val_t, rew_t, term_t, end_t, start_t, final_t, trace_t, finished = ([] for _ in range(11))
     obs = enc.batch(envs.obs)
     for _ in range(steps):
         state.reset(starts)
         logits, value = policy.step(obs, state)
+        trace_t.append(policy.torso.trace(state))
         action = sample(logits, generator)
         out = envs.step(action.tolist())
         truncated = torch.as_tensor(out.truncated & ~out.terminated)
@@ -89,7 +91,7 @@ def collect(policy: ActorCritic, envs: VecEnv, state: State, starts: Tensor, ste
     adv, returns = gae(rewards, values, next_values(values, last, ended, torch.stack(final_t)), terminated, ended,
                        gamma, lam)
     rollout = Rollout(torch.stack(obs_t), torch.stack(act_t), torch.stack(logp_t), values, rewards, terminated,
-                      ended, torch.stack(start_t), torch.stack(final_t), last, adv, returns)
+                      ended, torch.stack(start_t), torch.stack(trace_t), torch.stack(final_t), last, adv, returns)
     return rollout, start_state, starts, finished
 
 
@@ -100,4 +102,4 @@ def minibatch(rollout: Rollout, start_state: State, rows: Tensor, policy: ActorC
     state.reorder(rows)
     return {"obs": rollout.obs[:, rows], "starts": rollout.starts[:, rows], "actions": rollout.actions[:, rows],
             "logp": rollout.logp[:, rows], "adv": rollout.adv[:, rows], "returns": rollout.returns[:, rows],
-            "state": state}
+            "trace": rollout.trace[:, rows], "state": state}

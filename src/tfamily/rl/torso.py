@@ -8,6 +8,17 @@ memory. ``StackTorso`` is any family stack with XL memory (``gtrxl``, ``trxl_i``
 ``mem_len`` layer inputs (Dai et al. 2019, section 3.2; Parisotto et al. 2019 use the
 same memory). ``RecurrentTorso`` is a ``torch.nn`` LSTM or GRU baseline whose hidden
 state is a ``RecurrentState``.
+
+``trace`` and ``replay`` serve the PPO update (``policy.py``). The rollout keeps each
+step's ``trace`` (XL: every layer's input at that step, which became memory); ``replay``
+recomputes a whole rollout segment from the state it started with. The XL memory is a
+stop-gradient (Dai et al. eq. 1, SG), so the replay takes it from the trace instead of
+recomputing it step by step: all T steps run as one batch of T x b segments of length
+1, each with its own window of the last ``mem_len`` traced inputs, masked before the
+row's latest episode start. With the weights that acted this is the rollout's
+computation exactly (ratio 1); after an update the memory is the rollout's (a stored
+state, as recurrent replay agents keep one) while each step's own path is recomputed.
+An LSTM/GRU replays step by step, back-propagating through the segment.
 """
 from __future__ import annotations
 
@@ -29,6 +40,14 @@ class Torso(Protocol):
     def __call__(self, x: Tensor, state: State) -> Tensor:
         """(b, d_model) -> (b, d_model) for one step; advances ``state``."""
 
+    def trace(self, state: State) -> Tensor:
+        """After a step, what the replay needs of it: (b, ...) per row."""
+
+    def replay(self, x: Tensor, starts: Tensor, state: State, trace: Tensor) -> Tensor:
+        """A rollout segment again: ``x`` (T, b, d), ``starts`` (T, b) (reset the row before step
+        t), ``state`` before step 0 and before those resets (consumed), ``trace`` (T, b, ...)
+        -> (T, b, d)."""
+
 
 class StackTorso(nn.Module):
     def __init__(self, position: nn.Module, stack: nn.Module, make_state, d_model: int):
@@ -42,6 +61,42 @@ class StackTorso(nn.Module):
         h = self.stack(self.position(x[:, None], state.offset), state=state)
         state.advance(1)  # this step's layer inputs join the memory
         return h[:, 0]
+
+    def trace(self, state: State) -> Tensor:
+        """After a step: each layer's input at that step, (b, layers, d) (the newest memory entry)."""
+        saved = state.state_dict()
+        return torch.stack([saved[f"memory.{i}"][:, -1] for i in range(len(self.stack))], dim=1)
+
+    def replay(self, x: Tensor, starts: Tensor, state: State, trace: Tensor) -> Tensor:
+        """``x`` (T, b, d), ``starts`` (T, b), ``state`` before step 0, ``trace`` (T, b, layers, d)
+        -> (T, b, d), as one call over T x b segments of length 1."""
+        T, b, d = x.shape
+        saved = state.state_dict()
+        mem_len = int(saved["mem_len"])
+        steps = torch.arange(T, device=x.device)
+        # the latest step <= t where the row's episode began (a large negative: before the rollout)
+        last = torch.where(starts, steps[:, None], -(1 << 62)).cummax(dim=0).values
+        memory = {"offset": saved["offset"], "mem_len": mem_len}
+        for i in range(len(self.stack)):
+            old = saved.get(f"memory.{i}")
+            m0 = 0 if old is None else old.shape[1]
+            old_ok = saved.get(f"memory_padding.{i}")
+            old_ok = old_ok if old_ok is not None else torch.ones(b, m0, dtype=torch.bool, device=x.device)
+            inputs = trace[:, :, i].transpose(0, 1)  # (b, T, d)
+            full = torch.cat([x.new_zeros(b, mem_len, d), *([old.to(x.dtype)] if m0 else []), inputs], dim=1)
+            ok = torch.cat([old_ok.new_zeros(b, mem_len), old_ok, old_ok.new_ones(b, T)], dim=1)
+            # step t sees full positions [m0 + t, m0 + t + mem_len): the mem_len entries before it
+            window = full.unfold(1, mem_len, 1)[:, m0: m0 + T]           # (b, T, d, mem_len)
+            seen = ok.unfold(1, mem_len, 1)[:, m0: m0 + T]               # (b, T, mem_len)
+            # entry k of step t is rollout step t - mem_len + k; after a reset only this episode's count
+            src = steps[:, None] - mem_len + torch.arange(mem_len, device=x.device)   # (T, mem_len)
+            seen = seen & (src[None] >= last.T[:, :, None])
+            memory[f"memory.{i}"] = window.permute(1, 0, 3, 2).reshape(T * b, mem_len, d)
+            memory[f"memory_padding.{i}"] = seen.transpose(0, 1).reshape(T * b, mem_len)
+        batched = self.make_state()
+        batched.load_state_dict(memory)
+        h = self.stack(self.position(x.reshape(T * b, 1, d), batched.offset), state=batched)
+        return h.reshape(T, b, d)
 
 
 class RecurrentState:
@@ -100,6 +155,19 @@ class RecurrentTorso(nn.Module):
         state.advance(1)
         return y[:, 0]
 
+    def trace(self, state: RecurrentState) -> Tensor:
+        """Nothing to keep: the replay recomputes the hidden state."""
+        h = state.tensors["h"]
+        return h.new_zeros(h.shape[1], 0)
+
+    def replay(self, x: Tensor, starts: Tensor, state: RecurrentState, trace: Tensor) -> Tensor:
+        """Step by step from ``state`` with the rows reset where ``starts``: (T, b, d) -> (T, b, d)."""
+        out = []
+        for t in range(x.shape[0]):
+            state.reset(starts[t])
+            out.append(self(x[t], state))
+        return torch.stack(out)
+
 
 def clone_state(torso: Torso, state: State) -> State:
     """An independent copy of ``state`` (tensors are shared: states replace, never mutate them)."""
@@ -117,6 +185,8 @@ def torso_spec(member: str, d_model: int, n_layers: int, n_heads: int, mem_len: 
         valid = sorted(n for n in members.REGISTRY if members.get(n)().state.name == "xl_memory")
         raise ValueError(f"member {member!r} has no memory across steps (state {spec.state.name!r}); "
                          f"a torso needs XL memory: {', '.join(valid + list(RECURRENT))}")
+    if isinstance(mem_len, bool) or not isinstance(mem_len, int) or mem_len < 1:
+        raise ValueError(f"mem_len={mem_len!r}: a memory torso needs mem_len >= 1 (the steps it can recall)")
     if d_model % n_heads:
         raise ValueError(f"d_model={d_model} must be divisible by n_heads={n_heads}")
     d = spec.to_dict()
