@@ -29,7 +29,7 @@ from .nn.position.coordinate import Coordinate
 from .nn.recurrent import CELLS, RecurrentStack, make_rnn
 from .nn.reversible import ReversibleStack
 from .nn.universal import HaltingUnit, Universal, UniversalACT
-from .objectives import CausalLM, MaskedLM, Seq2Seq
+from .objectives import AuxiliaryLosses, CausalLM, MaskedLM, ReservesIds, Seq2Seq, SpanCorruption
 from .registry import (ALIGNMENTS, DEPTHS, FEEDFORWARDS, HEADS, KERNELS, MODELS, OBJECTIVES, PATTERNS,
                        POSITIONS, RESIDUALS, STATES)
 from .sizes import check_fits
@@ -147,16 +147,24 @@ STATES.register("xl_memory", _xl_memory, needs=("spec", "layers"))
 OBJECTIVES.register("causal_lm", lambda: CausalLM(), models=("decoder",))
 OBJECTIVES.register("masked_lm", MaskedLM, needs=("vocab_size",), models=("encoder",))
 OBJECTIVES.register("seq2seq", lambda: Seq2Seq(), models=("encoder_decoder",))
+OBJECTIVES.register("span_corruption", SpanCorruption, needs=("vocab_size",), models=("encoder_decoder",))
+# Al-Rfou et al. 2019: causal LM plus per-layer classifiers, cut off as training progresses.
+OBJECTIVES.register("al_rfou", AuxiliaryLosses, needs=("vocab_size", "d_model", "n_layers"), models=("decoder",))
 
 
 def objective(spec: Spec) -> nn.Module:
-    return OBJECTIVES.make(spec.objective.name, spec.objective.params, vocab_size=spec.vocab_size)
+    return OBJECTIVES.make(spec.objective.name, spec.objective.params, vocab_size=spec.vocab_size,
+                           d_model=spec.d_model, n_layers=spec.depth.n_layers)
+
+
+def _rows(spec: Spec, objective_: nn.Module) -> int:
+    # Objectives may reserve ids past the data's vocabulary ([MASK], T5's sentinels).
+    return spec.vocab_size + (objective_.extra_tokens if isinstance(objective_, ReservesIds) else 0)
 
 
 def _language_model(spec: Spec) -> nn.Module:
     objective_ = objective(spec)
-    # Objectives may reserve ids past the data's vocabulary (masked LM's [MASK]).
-    rows = spec.vocab_size + getattr(objective_, "extra_tokens", 0)
+    rows = _rows(spec, objective_)
     embed = TokenEmbedding(rows, spec.d_model)
     head = LMHead(spec.d_model, rows, tied=embed if spec.tie_embeddings else None)
     if spec.model == "encoder":
@@ -168,14 +176,16 @@ def _language_model(spec: Spec) -> nn.Module:
 
 
 def _encoder_decoder(spec: Spec) -> nn.Module:
-    embed = TokenEmbedding(spec.vocab_size, spec.d_model)
-    head = LMHead(spec.d_model, spec.vocab_size, tied=embed if spec.tie_embeddings else None)
+    objective_ = objective(spec)
+    rows = _rows(spec, objective_)
+    embed = TokenEmbedding(rows, spec.d_model)
+    head = LMHead(spec.d_model, rows, tied=embed if spec.tie_embeddings else None)
     n_enc = spec.depth.n_enc_layers or spec.depth.n_layers
     # The encoder sees the whole source; spec.pattern governs decoder self-attention.
     encoder = stack(spec, n_enc, pattern_=Full())
     decoder = stack(spec, spec.depth.n_layers, cross=True)
     return EncoderDecoder(embed, input_position(spec), encoder, decoder, head,
-                          objective(spec), spec.dropout)
+                          objective_, spec.dropout)
 
 
 # -- recurrent depths (issue 16): one torch.nn RNN/LSTM/GRU is the whole stack (nn/recurrent.py);

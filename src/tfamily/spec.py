@@ -304,8 +304,15 @@ def _check_reversible(spec: Spec) -> None:
                          "already recomputes activations; set checkpointing=False")
 
 
+def _al_rfou_needs_a_stack(spec: Spec) -> None:
+    # Al-Rfou et al. 2019, section 2.3: a classifier per layer needs each layer's own output.
+    if spec.objective.name == "al_rfou" and spec.depth.name != "stack":
+        raise ValueError(f"objective 'al_rfou' with depth {spec.depth.name!r}: its intermediate-layer "
+                         f"classifiers read the output of each distinct layer; use depth 'stack'")
+
+
 # Checks on names and numbers only; those needing a part register in tfamily/checks.py.
-SPEC_CHECKS = (_xl_memory_needs_decoder, _check_reversible)
+SPEC_CHECKS = (_xl_memory_needs_decoder, _check_reversible, _al_rfou_needs_a_stack)
 
 
 def valid_keys() -> list[str]:

@@ -1,8 +1,6 @@
-"""Language-model objectives: the masked token loss, BERT's 80/10/10 corruption
-recipe, the batch checks, and objectives that do not fit their model."""
+"""Language-model objectives: the masked token loss, the batch checks, the registry,
+and objectives that do not fit their model (BERT's recipe: test_mlm.py)."""
 from __future__ import annotations
-
-import math
 
 import pytest
 import torch
@@ -10,7 +8,7 @@ import torch.nn.functional as F
 
 import tfamily
 from tfamily import members
-from tfamily.objectives import OBJECTIVES, CausalLM, MaskedLM, Seq2Seq, token_loss
+from tfamily.objectives import OBJECTIVES, CausalLM, MaskedLM, Seq2Seq, SpanCorruption, token_loss
 
 V = 17
 SMALL = dict(d_model=32, dropout=0.0, vocab_size=V, depth__n_layers=1, heads__n_heads=4, ff__d_ff=64)
@@ -38,54 +36,6 @@ def test_token_loss_accuracy():
     assert m["acc"] == 1.0
 
 
-def test_masked_lm_recipe_proportions_and_padding():
-    mlm = MaskedLM(V, mask_prob=0.15)
-    x = torch.randint(0, V - 1, (200, 100))
-    pad = torch.ones_like(x, dtype=torch.bool)
-    pad[:, 80:] = False
-    out, picked = mlm.corrupt(x, pad, generator=torch.Generator().manual_seed(0))
-    assert not picked[:, 80:].any()  # padding is never a target
-    assert torch.equal(out[~picked], x[~picked])  # unpicked tokens are untouched
-    n = picked.sum().item()
-    assert n / pad.sum().item() == pytest.approx(0.15, abs=0.01)
-    masked = (out == mlm.mask_id) & picked
-    assert masked.sum().item() / n == pytest.approx(0.8, abs=0.02)
-    same = (out == x) & picked
-    # 10% kept, plus the random replacements that happen to draw the original.
-    assert same.sum().item() / n == pytest.approx(0.1 + 0.1 / V, abs=0.02)
-
-
-def test_masked_lm_loss_is_on_picked_positions():
-    model = tfamily.build(members.bert(**SMALL))
-    torch.manual_seed(1)
-    loss, m = model.loss({"x": torch.randint(0, V - 1, (4, 30))})
-    assert torch.isfinite(loss) and 0 < m["tokens"] < 120
-    assert loss.item() > 0.5 * math.log(V)
-
-
-def test_mask_has_its_own_id_and_embedding_row():
-    mlm = MaskedLM(V)
-    assert mlm.mask_id == V and mlm.extra_tokens == 1
-    x = torch.randint(0, V, (50, 40))
-    out, picked = mlm.corrupt(x, generator=torch.Generator().manual_seed(0))
-    assert (out == V).any() and not (out[~picked] == V).any()   # only picked tokens are masked
-    model = tfamily.build(members.bert(**SMALL))
-    assert model.embed.weight.shape[0] == V + 1
-    loss, _ = model.loss({"x": x[:4]})   # every data id, plus [MASK], embeds
-    assert torch.isfinite(loss)
-    explicit = tfamily.build(members.bert(**SMALL, objective__params={"mask_id": 3}))
-    assert explicit.embed.weight.shape[0] == V and explicit.objective.mask_id == 3
-
-
-def test_masked_lm_parameter_checks():
-    with pytest.raises(ValueError, match="mask_id=17"):
-        MaskedLM(V, mask_id=V)
-    with pytest.raises(ValueError, match="got 1.5"):
-        MaskedLM(V, mask_prob=1.5)
-    with pytest.raises(ValueError, match="mask_id=-1"):
-        tfamily.build(members.bert(**SMALL, objective__params={"mask_id": -1}))
-
-
 def test_causal_lm_and_seq2seq_equal_manual_cross_entropy():
     gpt = tfamily.build(members.gpt(**SMALL)).eval()
     x, y = torch.randint(0, V, (2, 6)), torch.randint(0, V, (2, 6))
@@ -100,7 +50,6 @@ def test_causal_lm_and_seq2seq_equal_manual_cross_entropy():
 @pytest.mark.parametrize("objective, batch, missing", [
     (CausalLM(), {"x": 0}, "'y'"),
     (Seq2Seq(), {"src": 0, "tgt_in": 0}, "'tgt_out'"),
-    (MaskedLM(V), {"y": 0}, "'x'"),
 ])
 def test_missing_batch_keys_are_named(objective, batch, missing):
     with pytest.raises(ValueError, match=missing):
@@ -115,6 +64,7 @@ def test_objective_not_fitting_the_model_is_refused(member, objective):
 
 
 def test_registry_builds_each_objective():
-    spec = members.bert(**SMALL)
-    assert set(OBJECTIVES) >= {"causal_lm", "masked_lm", "seq2seq"}
-    assert isinstance(OBJECTIVES["masked_lm"](spec), MaskedLM)
+    assert set(OBJECTIVES) >= {"causal_lm", "masked_lm", "seq2seq", "span_corruption", "al_rfou"}
+    assert isinstance(tfamily.build(members.bert(**SMALL)).objective, MaskedLM)
+    span = tfamily.build(members.vanilla(**SMALL, objective={"name": "span_corruption"}))
+    assert isinstance(span.objective, SpanCorruption)

@@ -8,7 +8,7 @@ from torch import Tensor, nn
 from ..nn.cache import State, new_state
 from ..nn.depth import Stack
 from ..nn.embedding import TokenEmbedding
-from .hooks import aux_losses, run_after_step, with_aux_losses
+from .hooks import aux_losses, run_after_step, run_set_progress, with_aux_losses
 
 
 class EncoderDecoder(nn.Module):
@@ -56,6 +56,10 @@ class EncoderDecoder(nn.Module):
     def after_step(self) -> None:
         """Call once after every optimiser step: runs each part's ``after_step()``."""
         run_after_step(self)
+
+    def set_progress(self, progress: float) -> None:
+        """Called by the loop before every step with the fraction of training done."""
+        run_set_progress(self, progress)
 
     def new_state(self) -> State:
         return new_state(len(self.decoder), cross=True)

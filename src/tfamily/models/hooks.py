@@ -2,7 +2,8 @@
 
 A part that adds to the loss (the adaptive-span L1 penalty, Sukhbaatar et al. 2019,
 section 3; an ACT ponder cost, Graves 2016, eq. 14) implements ``AuxLoss``; a part that
-must act after each optimiser step (clamping spans to [0, S]) implements ``AfterStep``.
+must act after each optimiser step (clamping spans to [0, S]) implements ``AfterStep``; a
+part whose loss follows a schedule (Al-Rfou et al. 2019's layer cut-offs) ``SeesProgress``.
 Decoder, encoder and encoder-decoder all call ``with_aux_losses`` in ``loss`` and
 ``run_after_step`` in ``after_step``, so a part behaves the same whichever model holds it.
 """
@@ -23,6 +24,13 @@ class AuxLoss(Protocol):
 class AfterStep(Protocol):
     def after_step(self) -> None:
         """Called once after every optimiser step (e.g. project parameters back into range)."""
+
+
+@runtime_checkable
+class SeesProgress(Protocol):
+    def set_progress(self, progress: float) -> None:
+        """Told before every training step the fraction of training done: steps taken over
+        the loop's planned total (for a time budget, its current estimate of the last step)."""
 
 
 def aux_losses(model: nn.Module) -> dict[str, Tensor]:
@@ -47,3 +55,10 @@ def run_after_step(model: nn.Module) -> None:
     for mod in model.modules():
         if mod is not model and isinstance(mod, AfterStep):
             mod.after_step()
+
+
+def run_set_progress(model: nn.Module, progress: float) -> None:
+    """Tell every part that ``SeesProgress`` (e.g. the Al-Rfou losses' schedule) the progress."""
+    for mod in model.modules():
+        if mod is not model and isinstance(mod, SeesProgress):
+            mod.set_progress(progress)

@@ -12,7 +12,7 @@ from torch import Tensor, nn
 from ..nn.cache import State, new_state
 from ..nn.depth import Stack
 from ..nn.embedding import TokenEmbedding
-from .hooks import aux_losses, run_after_step, with_aux_losses
+from .hooks import aux_losses, run_after_step, run_set_progress, with_aux_losses
 
 
 class LanguageModel(nn.Module):
@@ -49,6 +49,10 @@ class LanguageModel(nn.Module):
     def after_step(self) -> None:
         """Call once after every optimiser step (e.g. clamps adaptive spans to [0, S])."""
         run_after_step(self)
+
+    def set_progress(self, progress: float) -> None:
+        """Called by the loop before every step with the fraction of training done."""
+        run_set_progress(self, progress)
 
     def new_state(self, **kw) -> State:
         """A fresh state: KV caches, or XL memory (``mem_len=`` overrides the spec's)."""

@@ -60,7 +60,7 @@ def token_loss(logits: Tensor, target: Tensor, loss_mask: Tensor | None = None) 
                                         "tokens": int(keep.sum().item())}
 
 
-def _need(batch: dict, *keys: str) -> None:
+def need(batch: dict, *keys: str) -> None:
     if not isinstance(batch, dict):
         raise TypeError(f"model.loss takes a dict batch such as {{{', '.join(repr(k) + ': ...' for k in keys)}}}, "
                         f"got a {type(batch).__name__}")
@@ -73,52 +73,9 @@ class CausalLM(nn.Module):
     """Next-token prediction: batch ``{"x": (b, n), "y": (b, n)[, "loss_mask"]}``."""
 
     def forward(self, model: nn.Module, batch: dict) -> tuple[Tensor, dict]:
-        _need(batch, "x", "y")
+        need(batch, "x", "y")
         logits = model(batch["x"], key_padding=batch.get("key_padding"), state=batch.get("state"))
         return token_loss(logits, batch["y"], batch.get("loss_mask"))
-
-
-class MaskedLM(nn.Module):
-    """BERT's recipe (Devlin et al. 2019, section 3.1): pick ``mask_prob`` of the real
-    tokens; of those 80% become [MASK], 10% a random token, 10% stay; predict the
-    originals at the picked positions. Batch ``{"x": (b, n)[, "key_padding"]}``.
-
-    By default [MASK] is its own id, ``vocab_size``, one past the data's ids: the
-    objective asks the model for ``extra_tokens`` = 1 more embedding row, so a mask is
-    never confused with a real token. An explicit ``mask_id`` must be a data id."""
-
-    def __init__(self, vocab_size: int, mask_id: int | None = None, mask_prob: float = 0.15):
-        super().__init__()
-        self.vocab_size = vocab_size
-        self.extra_tokens = 1 if mask_id is None else 0
-        self.mask_id = vocab_size if mask_id is None else mask_id
-        if isinstance(self.mask_id, bool) or not isinstance(self.mask_id, int) or (
-                mask_id is not None and not 0 <= mask_id < vocab_size):
-            raise ValueError(f"mask_id={self.mask_id!r} is outside the vocabulary [0, {vocab_size - 1}]; "
-                             f"leave it unset for a reserved [MASK] id")
-        if not 0.0 < mask_prob < 1.0:
-            raise ValueError(f"mask_prob must be in (0, 1), got {mask_prob}")
-        self.mask_prob = mask_prob
-
-    def corrupt(self, x: Tensor, key_padding: Tensor | None = None,
-                generator: torch.Generator | None = None) -> tuple[Tensor, Tensor]:
-        u = torch.rand(x.shape, generator=generator, device=x.device)
-        picked = u < self.mask_prob
-        if key_padding is not None:
-            picked &= key_padding
-        # Reuse u within the picked set: [0, .8p) mask, [.8p, .9p) random, [.9p, p) keep.
-        to_mask = picked & (u < 0.8 * self.mask_prob)
-        to_rand = picked & (u >= 0.8 * self.mask_prob) & (u < 0.9 * self.mask_prob)
-        rand = torch.randint(0, self.vocab_size, x.shape, generator=generator, device=x.device)
-        out = torch.where(to_mask, torch.full_like(x, self.mask_id), x)
-        return torch.where(to_rand, rand, out), picked
-
-    def forward(self, model: nn.Module, batch: dict) -> tuple[Tensor, dict]:
-        _need(batch, "x")
-        x, pad = batch["x"], batch.get("key_padding")
-        corrupted, picked = self.corrupt(x, pad)
-        logits = model(corrupted, key_padding=pad)
-        return token_loss(logits, x, picked)
 
 
 class Seq2Seq(nn.Module):
@@ -126,15 +83,7 @@ class Seq2Seq(nn.Module):
     "src_padding", "tgt_padding"]}``."""
 
     def forward(self, model: nn.Module, batch: dict) -> tuple[Tensor, dict]:
-        _need(batch, "src", "tgt_in", "tgt_out")
+        need(batch, "src", "tgt_in", "tgt_out")
         logits = model(batch["src"], batch["tgt_in"], src_padding=batch.get("src_padding"),
                        tgt_padding=batch.get("tgt_padding"))
         return token_loss(logits, batch["tgt_out"], batch.get("loss_mask"))
-
-
-# name -> constructor(spec) ; build.py calls it
-OBJECTIVES: dict = {
-    "causal_lm": lambda spec: CausalLM(),
-    "masked_lm": lambda spec: MaskedLM(spec.vocab_size, **spec.objective.params),
-    "seq2seq": lambda spec: Seq2Seq(),
-}

@@ -13,4 +13,5 @@ REPROS = {
     "mnist-local2d": "tfamily.repro.mnist_pixels",
     "act-parity": "tfamily.repro.act_parity",
     "ut-algorithmic": "tfamily.repro.ut_algorithmic",
+    "al-rfou-aux": "tfamily.repro.al_rfou_aux",
 }

@@ -1,0 +1,155 @@
+"""Al-Rfou et al. 2019's auxiliary losses on a deep character Transformer (their table 4 ablation).
+
+`tfamily repro al-rfou-aux` trains one deep, narrow character decoder (``--layers`` 12,
+``--d-model`` 64, post-norm as the paper's Transformer) on Tiny Shakespeare (``--corpus``)
+with the ``al_rfou`` objective: all three losses on, then each one off (``all_positions``,
+``intermediate``, ``multiple_targets``), and optionally none of them (``--runs ... none``: the
+plain causal LM). Every run gets the same budget: ``--time`` seconds of the loop (evaluations
+for the curve included) or, with ``--steps``, the same number of steps; the same seed, data
+order, optimiser and schedule. The intermediate layers' losses stop at l / (2n) of the budget
+(the loop's progress: steps over the planned total, which for a time budget is its running
+estimate of the last step).
+
+bpc protocol: the mean next-character loss of the last layer / ln 2 over every position of
+consecutive non-overlapping ``--seq-len`` windows of the validation split (its first
+``--eval-chars`` characters; 0 = all), so contexts range from 0 to seq_len - 1 characters. The
+paper scored only the last position of each 512-character window (full context), which gives
+lower numbers; the curves use the first ``--curve-chars`` characters of the same split.
+Paper (T64, text8 dev bpc): all 1.062; without all positions 2.482; without intermediate
+layers 1.158; without multiple targets 1.068.
+
+Writes results.json / results.csv (one row per run), curves.json / curves.csv (validation
+bpc against training seconds and steps) and curves.png under ``--out``.
+"""
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+from ..bench.results import print_rows, write_rows
+
+RUNS = {  # run -> objective (name, params); the paper's ablation is one switch off at a time
+    "all": ("al_rfou", {}),
+    "no_all_positions": ("al_rfou", {"all_positions": False}),
+    "no_intermediate": ("al_rfou", {"intermediate": False}),
+    "no_multiple_targets": ("al_rfou", {"multiple_targets": False}),
+    "none": ("causal_lm", {}),
+}
+PAPER = {"all": 1.062, "no_all_positions": 2.482, "no_intermediate": 1.158, "no_multiple_targets": 1.068}
+
+
+def add_args(p) -> None:
+    p.add_argument("--runs", nargs="+", default=[r for r in RUNS if r != "none"], choices=list(RUNS))
+    p.add_argument("--corpus", default="tinyshakespeare")
+    p.add_argument("--time", type=float, default=300.0, help="seconds of training per run (the equal budget)")
+    p.add_argument("--steps", type=int, default=None, help="budget in steps instead of --time")
+    p.add_argument("--layers", type=int, default=12)
+    p.add_argument("--d-model", type=int, default=64)
+    p.add_argument("--heads", type=int, default=4)
+    p.add_argument("--residual", default="post_norm", choices=["post_norm", "pre_norm"])
+    p.add_argument("--seq-len", type=int, default=128)
+    p.add_argument("--batch-size", type=int, default=16)
+    p.add_argument("--lr", type=float, default=1e-3)
+    p.add_argument("--warmup", type=int, default=100)
+    p.add_argument("--dropout", type=float, default=0.0)
+    p.add_argument("--curve-every", type=int, default=100, help="steps between curve evaluations")
+    p.add_argument("--curve-chars", type=int, default=16384, help="validation characters per curve point")
+    p.add_argument("--eval-chars", type=int, default=0, help="characters of the final evaluation (0: the whole split)")
+    p.add_argument("--precision", default="fp32", choices=["auto", "bf16", "fp32"])
+    p.add_argument("--threads", type=int, default=None)
+    p.add_argument("--device", default="auto")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--out", default=None, help="directory (default runs/repro/al-rfou-aux/<time>)")
+    p.add_argument("--data-dir", metavar="DIR", help="data directory (else $TFAMILY_DATA, else the user cache)")
+    p.add_argument("--json", action="store_true")
+
+
+def overrides(run: str, args, out: Path) -> dict:
+    """The ``tfamily train`` settings of one run: everything but the objective is shared."""
+    name, params = RUNS[run]
+    budget = {"train.max_steps": args.steps, "train.time_budget": None} if args.steps else \
+        {"train.max_steps": None, "train.time_budget": args.time}
+    return {"member": "gpt", "name": run, "data.corpus": args.corpus, "data.vocab": "char",
+            "data.seq_len": args.seq_len, "model.d_model": args.d_model, "model.heads.n_heads": args.heads,
+            "model.depth.n_layers": args.layers, "model.residual.name": args.residual,
+            "model.dropout": args.dropout, "model.position.max_len": args.seq_len,
+            "model.objective": {"name": name, "params": params}, **budget,
+            "train.batch_size": args.batch_size, "train.lr": args.lr, "train.warmup": args.warmup,
+            "train.eval_every": args.curve_every, "train.eval_tokens": args.curve_chars,
+            "train.ckpt_every": None, "train.precision": args.precision, "train.device": args.device,
+            "train.threads": args.threads, "train.seed": args.seed, "train.progress": False,
+            "train.tensorboard": False, "train.out": str(out / run)}
+
+
+def train_one(run: str, args, out: Path) -> tuple[dict, list[dict]]:
+    """Train one run; its result row and its curve points."""
+    from ..train import loop
+    from ..train.config import load
+    from ..train.evaluate import evaluate
+    trainer = loop.Trainer(load(None, overrides(run, args, out)), data_dir=args.data_dir)
+    try:
+        res = trainer.fit()
+        chars = args.eval_chars or None
+        final = evaluate(trainer.model, trainer.task.eval_batches(chars, args.batch_size), device=trainer.device,
+                         precision=trainer.precision, metrics=trainer.task.eval_metrics)
+    finally:
+        trainer.close()
+    curve = [{"run": run, "step": e["step"], "train_s": e["train_s"], "val_bpc": e["bpc"]} for e in trainer.evals]
+    row = {"run": run, "val_bpc": final["bpc"], "val_chars": final["tokens"], "paper_bpc": PAPER.get(run),
+           "steps": res["steps"], "train_s": res["train_s"], "wall_s": res["wall_s"],
+           "train_loss": res["train_loss"], "params": res["params"], "precision": res["precision"],
+           "device": res["device"]}
+    return row, curve
+
+
+def save_curves(curve: list[dict], rows: list[dict], path: Path, title: str) -> None:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, ax = plt.subplots(figsize=(6.5, 4))
+    for r in rows:
+        pts = [c for c in curve if c["run"] == r["run"]]
+        ax.plot([c["train_s"] for c in pts], [c["val_bpc"] for c in pts], "o-", markersize=3,
+                label=f"{r['run']}: {r['val_bpc']:.3f} ({r['steps']} steps)")
+    ax.set_xlabel("training seconds")
+    ax.set_ylabel("validation bits per character")
+    ax.set_title(title, fontsize=8)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+def run(args) -> int:
+    if args.steps is None and not args.time > 0:
+        raise ValueError(f"--time must be > 0 seconds (got {args.time}), or give --steps N")
+    if args.layers < 2:
+        raise ValueError(f"--layers must be >= 2 for intermediate layers to exist, got {args.layers}")
+    out = Path(args.out or f"runs/repro/al-rfou-aux/{time.strftime('%Y%m%d-%H%M%S')}")
+    rows, curve = [], []
+    for name in dict.fromkeys(args.runs):
+        print(f"# {name}: {RUNS[name]}", file=sys.stderr, flush=True)
+        row, points = train_one(name, args, out)
+        rows.append(row)
+        curve += points
+        print(f"# {name}: val bpc {row['val_bpc']:.3f} after {row['steps']} steps, {row['train_s']:.0f} s",
+              file=sys.stderr, flush=True)
+    write_rows(out, "results", rows, list(rows[0]))
+    write_rows(out, "curves", curve, ["run", "step", "train_s", "val_bpc"])
+    budget = f"{args.steps} steps" if args.steps else f"{args.time:.0f} s"
+    save_curves(curve, rows, out / "curves.png",
+                f"{args.corpus}: {args.layers} layers, d {args.d_model}, {args.residual}, L={args.seq_len}, "
+                f"{budget} each\nvalidation bpc on {args.curve_chars} chars (final: every position of the split)")
+    print_rows(rows, [("run", "run", "<22"), ("val_bpc", "val bpc", ">9.3f"), ("steps", "steps", ">7"),
+                      ("train_s", "train s", ">8.0f")], args.json)
+    return 0
+
+
+if __name__ == "__main__":
+    import argparse
+    parser = argparse.ArgumentParser(prog="python -m tfamily.repro.al_rfou_aux")
+    add_args(parser)
+    sys.exit(run(parser.parse_args()))
