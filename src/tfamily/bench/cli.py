@@ -21,6 +21,7 @@ BENCHES = {
 PLOTS = {
     "spans": "tfamily.bench.spans",
     "ponder": "tfamily.bench.ponder",
+    "alignment": "tfamily.bench.alignment",
 }
 PATTERNS_MODULE = "tfamily.bench.pattern_pictures"
 
