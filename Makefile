@@ -13,6 +13,8 @@ $(STAMP): pyproject.toml constraints.txt
 	# torch first and pinned: an unpinned torch pulls several GB of CUDA wheels.
 	$(BIN)/pip install -q torch==2.13.0 -c constraints.txt
 	$(BIN)/pip install -q -c constraints.txt -e '.[test]'
+	# the compiled CPU kernels, once per machine (falls back to PyTorch with a note if it cannot)
+	$(BIN)/python -m tfamily.nn.kernels.native
 	touch $(STAMP)
 
 venv: $(STAMP)

@@ -1,7 +1,8 @@
 """The LSH attention kernel: parameters, validation, and which path serves a call.
 
-A whole sequence (as many queries as keys) runs the sorted-chunk paths of chunks.py: the
-memory-efficient autograd function, or plain autograd with an additive bias or when asked.
+A whole sequence (as many queries as keys) runs the compiled tile kernel (fused.py) where it
+can, else the sorted-chunk paths of chunks.py: the memory-efficient autograd function, or plain
+autograd with an additive bias or when asked.
 Fewer queries than keys (decoding with a cache, XL memory) run rows.py, which attends each
 query to exactly the keys the whole-sequence pass would give it. Randomness (rotations,
 dropout) comes from torch's global generator, so a caller that restores the RNG state (the
@@ -20,6 +21,7 @@ import torch.nn.functional as F
 
 from ...patterns import Pattern
 from .chunks import ChunkConfig, LSHFunction, attend_plain
+from .fused import FusedLSHFunction, usable
 from .layout import make_layout
 from .rows import attend_rows
 
@@ -96,7 +98,11 @@ class LSHKernel:
         cfg = ChunkConfig(pattern, scale, dropout_p, n)
         pad = lay.padded_len - n
         qp, kp, vp = (F.pad(t, (0, 0, 0, pad)) if pad else t for t in (q, k, v))
-        if self.memory_efficient and bias is None:
+        ops = usable(q, pattern, bias, dropout_p) if self.memory_efficient else None
+        if ops is not None:
+            out = FusedLSHFunction.apply(qp, kp, vp, lay, pattern, scale,
+                                         self.same_bucket_only and pattern.causal, ops)
+        elif self.memory_efficient and bias is None:
             if dropout_p > 0:
                 cfg.seed = int(torch.randint(0, 2 ** 62, ()).item())
             out = LSHFunction.apply(qp, kp, vp, lay, cfg)

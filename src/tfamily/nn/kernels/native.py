@@ -1,0 +1,88 @@
+"""The compiled CPU kernels (``csrc/``): built once per machine on first use, or by ``make``.
+
+``torch.utils.cpp_extension`` compiles the sources with the machine's g++ and ninja into a
+cache directory keyed by the sources, the torch version and the CPU's instruction-set flags
+(``-march=native``: a build for an AVX512 Xeon must not load on an AVX2-only EPYC), so a
+second process loads it in well under a second. Where no compiler is present, or the build
+fails, one line says so on stderr and the kernels keep their pure-PyTorch paths, which compute
+the same function (tests compare both). ``TFAMILY_NATIVE=0`` turns the compiled path off.
+
+Directory: ``$TFAMILY_CACHE`` or ``~/.cache/tfamily``, then ``native/<key>``.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import platform
+import shutil
+import sys
+import threading
+from pathlib import Path
+
+import torch
+
+_SOURCES = [Path(__file__).parent / "csrc" / "lsh_chunks.cpp"]
+_lock = threading.Lock()
+_state: dict = {}
+
+
+def _cpu_flags() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("flags"):
+                return " ".join(sorted(line.split(":", 1)[1].split()))
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def build_dir() -> Path:
+    key = hashlib.sha256()
+    for src in _SOURCES:
+        key.update(src.read_bytes())
+    key.update(torch.__version__.encode())
+    key.update(_cpu_flags().encode())
+    root = Path(os.environ.get("TFAMILY_CACHE") or Path.home() / ".cache" / "tfamily")
+    return root / "native" / key.hexdigest()[:16]
+
+
+def enabled() -> bool:
+    return os.environ.get("TFAMILY_NATIVE", "1") not in ("0", "false", "no", "off")
+
+
+def ops():
+    """``torch.ops.tfamily_native``, building it on first use; None when unavailable (once, a
+    one-line note on stderr) or turned off."""
+    if not enabled():
+        return None
+    with _lock:
+        if "ops" not in _state:
+            _state["ops"] = _load()
+    return _state["ops"]
+
+
+def _load():
+    why = None
+    if shutil.which(os.environ.get("CXX", "c++")) is None:
+        why = "no C++ compiler (c++/g++) on PATH"
+    elif shutil.which("ninja") is None:
+        why = "ninja is not installed"
+    if why is None:
+        try:
+            from torch.utils import cpp_extension
+
+            out = build_dir()
+            out.mkdir(parents=True, exist_ok=True)
+            cpp_extension.load(name="tfamily_native", sources=[str(s) for s in _SOURCES], build_directory=str(out),
+                               extra_cflags=["-O3", "-march=native", "-ffp-contract=fast", "-fopenmp-simd"],
+                               is_python_module=False, verbose=False)
+            return torch.ops.tfamily_native
+        except Exception as exc:  # a failed build must not take the pure-PyTorch paths down with it
+            why = f"build failed ({type(exc).__name__}: {str(exc).strip().splitlines()[-1][:200]})"
+    print(f"tfamily: compiled CPU kernels unavailable, {why}; using the PyTorch paths "
+          f"(same results, slower)", file=sys.stderr, flush=True)
+    return None
+
+
+if __name__ == "__main__":  # `python -m tfamily.nn.kernels.native`: build now (make calls this)
+    print("tfamily: compiled CPU kernels " + ("ready in " + str(build_dir()) if ops() is not None else "off"))
