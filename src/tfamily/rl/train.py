@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import statistics
 from dataclasses import asdict, fields
 from pathlib import Path
@@ -76,6 +77,9 @@ def make_policy(cfg: Config) -> tuple[ActorCritic, RolloutSettings]:
 
 
 def trainer(cfg: Config, resume: str | Path | None = None) -> Trainer:
+    if int(os.environ.get("WORLD_SIZE", "1")) > 1:
+        raise ValueError("tfamily rl trains in one process (every rank would play the same episodes); "
+                         "run it without torchrun")
     seed_all(cfg.train.seed)  # the policy's initial weights depend on the seed only
     policy, rollout = make_policy(cfg)
     task = RolloutTask(cfg.data.task, policy, rollout, seed=cfg.train.seed)
