@@ -59,3 +59,7 @@ def test_torso_refuses_a_member_without_memory():
         build_torso("gpt")
     with pytest.raises(ValueError, match="unknown member"):
         build_torso("nope")
+    with pytest.raises(ValueError, match="pattern 'adaptive_span'"):
+        build_torso("adaptive_span")
+    with pytest.raises(ValueError, match="mem_len >= 1"):
+        build_torso("transformer_xl", mem_len=0)

@@ -185,6 +185,10 @@ def torso_spec(member: str, d_model: int, n_layers: int, n_heads: int, mem_len: 
         valid = sorted(n for n in members.REGISTRY if members.get(n)().state.name == "xl_memory")
         raise ValueError(f"member {member!r} has no memory across steps (state {spec.state.name!r}); "
                          f"a torso needs XL memory: {', '.join(valid + list(RECURRENT))}")
+    if spec.pattern.name != "causal" or spec.pattern.per_layer:
+        # The replay's windows assume each step sees its whole memory (``StackTorso.replay``).
+        raise ValueError(f"member {member!r} uses attention pattern {spec.pattern.name!r}; a torso attends over "
+                         f"its whole memory (pattern 'causal'): use gtrxl, trxl_i or transformer_xl")
     if isinstance(mem_len, bool) or not isinstance(mem_len, int) or mem_len < 1:
         raise ValueError(f"mem_len={mem_len!r}: a memory torso needs mem_len >= 1 (the steps it can recall)")
     if d_model % n_heads:
