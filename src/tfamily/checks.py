@@ -78,6 +78,9 @@ def check_recurrent(spec: Spec) -> None:
                          f"so a masked-LM encoder would not see the right context; use model 'decoder' or "
                          f"'encoder_decoder'")
     p = spec.depth.params
+    if spec.model == "encoder_decoder" and spec.position.name != "none":
+        raise ValueError(f"position {spec.position.name!r} with a recurrent encoder-decoder: its recurrences give "
+                         f"the order and it adds no positions; set position 'none'")
     if spec.model == "decoder":
         if p:
             raise ValueError(f"depth.params {sorted(p)} describe a recurrent encoder-decoder (how the decoder reads "

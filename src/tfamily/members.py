@@ -284,7 +284,7 @@ def gru_lm() -> dict:
 def lstm_seq2seq() -> dict:
     """4-layer LSTM encoder-decoder of 1000 cells without attention: the decoder starts from the
     encoder's final state and reads out its own state."""
-    return _recurrent("encoder_decoder", "lstm", 1000, 4, 0.0, "seq2seq", alignment="none")
+    return _recurrent("encoder_decoder", "lstm", 1000, 4, 0.0, "seq2seq", alignment="none", input_feeding=False)
 
 
 @member("luong_attention", "Luong et al. 2015, Effective Approaches to Attention-based Neural Machine "

@@ -277,7 +277,22 @@ class Spec:
             "state": self.state.name,
             "feed_forward": self.ff.name + (f" x{self.ff.chunks} chunks" if self.ff.chunks > 1 else ""),
             "objective": self.objective.name,
+            **(self._recurrent_choices() if registry.DEPTHS.entry(self.depth.name).info.get("recurrent") else {}),
         }
+
+    def _recurrent_choices(self) -> dict[str, str]:
+        """A recurrent depth (RNN/LSTM/GRU, issue 16) has no attention pattern, kernel, heads,
+        residual or feed-forward: the recurrence is the only path between positions. As an
+        encoder-decoder its params say how the decoder reads the encoder."""
+        p = self.depth.params
+        depth = self.depth.name
+        if self.model == "encoder_decoder":
+            attend, alignment = p.get("attend", "luong"), p.get("alignment", "general")
+            feeding = p.get("input_feeding", True) and attend == "luong" and alignment != "none"
+            depth += (f" ({'bidirectional encoder, ' if p.get('bidirectional') else ''}{attend} decoder, "
+                      f"alignment {alignment}{', input feeding' if feeding else ''})")
+        return {"pattern": "none", "kernel": "none", "heads": "none", "residual": "none", "feed_forward": "none",
+                "depth": depth}
 
 
 def _xl_memory_needs_decoder(spec: Spec) -> None:

@@ -15,12 +15,15 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from .models import EncoderDecoder, MLMHead
+from .models import EncoderDecoder, LanguageModel, MLMHead
+from .models.rnn_encdec import RNNEncoderDecoder
 from .nn.adaptive_span import SoftPatternKernel
 from .nn.attention import Attention
 from .nn.block import Block
 from .nn.feedforward import Chunked
+from .nn.position import NoPosition
 from .nn.position.coordinate import Coordinate
+from .nn.recurrent import RecurrentStack
 from .nn.patterns.combine import Intersect, PerHead, Union
 from .spec import Spec
 
@@ -105,6 +108,29 @@ CITATIONS: dict[str, str] = {
                   "so their keys and values are cached",
     "SegmentMemory": "Dai et al. 2019, section 3.2: h~ = [SG(h_{t}^{n-1}) o h_{t+1}^{n-1}], "
                      "mem_len layer inputs",
+    # recurrent members (issue 16): the recurrence is the depth and the only path between positions
+    "NotUsed": "Elman 1990; Hochreiter & Schmidhuber 1997: a recurrent model carries everything between "
+               "positions in its state, so it has no part on this attention axis",
+    "RecurrentStack": "Elman 1990, h_t = f(W x_t + U h_{t-1}): a stack of recurrent layers, the state carried "
+                      "across segments (truncated BPTT, Williams & Peng 1990)",
+    "RNN": "Elman 1990: h_t = tanh(W_ih x_t + W_hh h_{t-1} + b)",
+    "LSTM": "Hochreiter & Schmidhuber 1997 (forget gate: Gers et al. 2000): c_t = f c_{t-1} + i g, h_t = o tanh(c_t)",
+    "GRU": "Cho et al. 2014, eq. 5-8: reset and update gates, h_t = (1 - z) n + z h_{t-1}",
+    "RNNState": "Williams & Peng 1990 (truncated BPTT): the last (h, c) of every layer, detached at each "
+                "segment boundary",
+    "RNNEncoderDecoder": "Sutskever et al. 2014; Bahdanau et al. 2015; Luong et al. 2015: a recurrent encoder "
+                         "read by a recurrent decoder",
+    "LuongDecoder": "Luong et al. 2015, section 3, eq. 5-6: the current h_t scores the source, "
+                    "h~_t = tanh(W_c [c_t; h_t]); input feeding, section 3.3",
+    "BahdanauDecoder": "Bahdanau et al. 2015, eq. 4-6 and A.2.2: s_{i-1} scores the source, c_i enters s_i "
+                       "and the readout",
+    "DecoderState": "Luong et al. 2015, section 3.3: the stack's (h, c) and h~_{t-1} carried step to step "
+                    "(and per beam)",
+    "Dot": "Luong et al. 2015, eq. 8: score = h_t^T h_s",
+    "ScaledDot": "Vaswani et al. 2017, eq. 1: score = h_t^T h_s / sqrt(d)",
+    "General": "Luong et al. 2015, eq. 8: score = h_t^T W_a h_s",
+    "Concat": "Luong et al. 2015, eq. 8 (concat) = Bahdanau et al. 2015, eq. 6 (additive): "
+              "v_a^T tanh(W_a s + U_a h_j)",
     # objective
     "CausalLM": "Radford et al. 2018, eq. 1: L(U) = sum_i log P(u_i | u_{i-k}, ..., u_{i-1})",
     "MaskedLM": "Devlin et al. 2019, section 3.1: 15% of tokens picked; 80% [MASK], 10% random, "
@@ -147,9 +173,30 @@ def _leaves(pattern) -> list:
     return out
 
 
+class NotUsed:
+    """An axis the member has no part on (a recurrent model has no attention pattern, kernel,
+    heads, residual or feed-forward)."""
+
+
+def _recurrent_parts(model: nn.Module) -> dict[str, list]:
+    unused = [NotUsed()]
+    if isinstance(model, RNNEncoderDecoder):
+        score = [model.decoder.score] if model.decoder.score is not None else []
+        depth, position = [model.encoder, model.decoder, model.decoder.rnn, *score], unused
+    else:
+        depth = [model.stack, model.stack.rnn]
+        position = unused if isinstance(model.position, NoPosition) else [model.position]
+    return {"model": [model], "embedding": [model.embed, model.head], "position": position, "pattern": unused,
+            "kernel": unused, "heads": unused, "residual": unused, "depth": depth, "state": [model.new_state()],
+            "feed_forward": unused, "objective": [model.objective]}
+
+
 def _parts(model: nn.Module) -> dict[str, list]:
     """axis -> the objects implementing it in ``model``, in reading order. Layers are found
     by type anywhere below the model, so any depth (a stack, a shared block) is read alike."""
+    recurrent_lm = isinstance(model, LanguageModel) and isinstance(model.stack, RecurrentStack)
+    if recurrent_lm or isinstance(model, RNNEncoderDecoder):
+        return _recurrent_parts(model)
     stacks = [model.encoder, model.decoder] if isinstance(model, EncoderDecoder) else [model.stack]
     blocks = [m for m in model.modules() if isinstance(m, Block)]
     attns = [m for m in model.modules() if isinstance(m, Attention)]

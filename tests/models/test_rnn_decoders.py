@@ -107,3 +107,8 @@ def test_gradients_reach_every_parameter():
 def test_bad_choices_are_refused_naming_the_fix(params, match):
     with pytest.raises((ValueError, TypeError), match=match):
         members.luong_attention(depth__params=params)
+
+
+def test_positions_are_refused_for_a_recurrent_encoder_decoder():
+    with pytest.raises(ValueError, match="set position 'none'"):
+        members.luong_attention(position__name="sinusoidal")
