@@ -13,7 +13,7 @@ import torch
 from tfamily.cli import main
 from tfamily.nn.position.absolute import Sinusoidal
 from tfamily.repro import REPROS, ut_algorithmic as ua
-from tfamily.repro.lstm_seq2seq import LSTMSeq2Seq
+from tfamily.models.generate import greedy_decode
 
 
 def _int_lsb(digits: list[int]) -> int:
@@ -106,9 +106,9 @@ def test_offsets_reach_every_transformer(name):
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_lstm_greedy_matches_teacher_forced_argmax(seed):
     torch.manual_seed(seed)
-    net = LSTMSeq2Seq(ua.VOCAB, 16, 2).eval()
+    net = ua.make_model("lstm", Namespace(d_model=16, lstm_layers=2)).eval()
     batch = ua.collate(ua.sample("reverse", 5, 9, torch.Generator().manual_seed(seed)))
-    out = net.greedy(batch["src"], bos=ua.BOS, eos=ua.EOS, max_len=7, src_padding=batch["src_padding"])
+    out = greedy_decode(net, batch["src"], bos=ua.BOS, eos=ua.EOS, max_len=7, src_padding=batch["src_padding"])
     with torch.no_grad():
         logits = net(batch["src"], out[:, :-1], src_padding=batch["src_padding"])
     ref = logits.argmax(-1)
@@ -119,7 +119,7 @@ def test_lstm_greedy_matches_teacher_forced_argmax(seed):
 
 def test_lstm_ignores_source_padding():
     torch.manual_seed(0)
-    net = LSTMSeq2Seq(ua.VOCAB, 16, 1).eval()
+    net = ua.make_model("lstm", Namespace(d_model=16, lstm_layers=1)).eval()
     short = ua.collate([([1, 2, 3], [3, 2, 1])])
     padded = ua.collate([([1, 2, 3], [3, 2, 1]), ([4, 5, 6, 7, 8, 9], [1])])
     with torch.no_grad():

@@ -16,8 +16,7 @@ without attention (``lstm_seq2seq``), the ``vanilla`` Transformer with ``--depth
 side, and the ``universal_transformer`` with ``--depth`` recurrent steps, without ACT
 (``universal``) and with it (``universal_act``, at most ``--depth`` steps). Each trains for the
 same ``--steps`` and/or ``--time`` seconds per task (Adam, linear warm-up, gradient-norm
-clipping at 1), in this module's loop, since the LSTM is not a family member and the offset
-changes per batch. Char accuracy = share of target symbols the greedy decode gets right at
+clipping at 1), in this module's loop, since the offset changes per batch. Char accuracy = share of target symbols the greedy decode gets right at
 their position; sequence accuracy = share of decodes equal to the whole target (EOS included).
 What differs from the paper: the budget (t2t trained for hundreds of thousands of steps on a
 GPU; here seconds on a CPU), the depth and width of the baselines (not stated there) and the
@@ -37,7 +36,6 @@ from .. import members
 from ..bench.results import print_rows, write_rows
 from ..build import build
 from ..models.generate import greedy_decode
-from .lstm_seq2seq import LSTMSeq2Seq
 
 TASKS = ("copy", "reverse", "addition")
 MODELS = ("lstm", "transformer", "ut", "ut_act")
@@ -154,8 +152,9 @@ class _ShiftCoordinate(_ShiftPosition):
 
 
 def make_model(name: str, args) -> nn.Module:
-    if name == "lstm":
-        return LSTMSeq2Seq(VOCAB, args.d_model, args.lstm_layers)
+    if name == "lstm":  # Sutskever et al. 2014: no attention, the decoder starts from the encoder's state
+        return build(members.lstm_seq2seq(vocab_size=VOCAB, d_model=args.d_model, dropout=0.0,
+                                          depth__n_layers=args.lstm_layers))
     common = dict(vocab_size=VOCAB, d_model=args.d_model, dropout=0.0, heads__n_heads=args.heads,
                   depth__n_layers=args.depth, ff__d_ff=4 * args.d_model)
     if name == "transformer":
@@ -177,8 +176,6 @@ def _set_shift(net: nn.Module, shift: int) -> None:
 
 
 def decode(net: nn.Module, batch: dict, max_len: int) -> Tensor:
-    if isinstance(net, LSTMSeq2Seq):
-        return net.greedy(batch["src"], bos=BOS, eos=EOS, max_len=max_len, src_padding=batch["src_padding"])
     return greedy_decode(net, batch["src"], bos=BOS, eos=EOS, max_len=max_len, src_padding=batch["src_padding"])
 
 
