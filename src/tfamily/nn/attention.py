@@ -46,13 +46,12 @@ class Attention(nn.Module):
         """``x``: (b, n, d) queries' stream. ``context``: (b, m, d) for cross-attention.
         ``memory``: (b, mem, d) hidden states prepended to the keys (Transformer-XL).
         ``key_padding``: (b, m) bool, True for real keys, over all keys attended."""
-        q = self.proj.q(x)
         if context is not None:
-            k, v = self._cross_kv(context, cache)
+            q, (k, v) = self.proj.q(x), self._cross_kv(context, cache)
             prior = 0
         else:
             src = x if memory is None else torch.cat([memory, x], dim=1)
-            k, v = self.proj.kv(src)
+            q, k, v = self.proj.qkv(x, src)
             prior = cache.length if cache is not None else 0
         m = prior + k.shape[-2] if context is None else k.shape[-2]
         q_offset = m - x.shape[1] if context is None else 0

@@ -35,6 +35,11 @@ class QKVProjection(nn.Module):
         k, v = self.kv_proj(src).chunk(2, dim=-1)
         return _heads(k, self.n_kv_heads), _heads(v, self.n_kv_heads)
 
+    def qkv(self, x: Tensor, src: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        """Self-attention: queries from ``x``, keys and values from ``src``, which ends with ``x``
+        (``x`` itself, or memory then ``x``)."""
+        return (self.q(x), *self.kv(src))
+
 
 class SharedQKProjection(nn.Module):
     def __init__(self, d_model: int, n_heads: int, n_kv_heads: int, d_head: int, bias: bool = True):
@@ -54,6 +59,12 @@ class SharedQKProjection(nn.Module):
         # which is why a token may attend to itself only when nothing else is available.
         k = F.normalize(self.q(src), dim=-1)
         return k, _heads(self.v_proj(src), self.n_heads)
+
+    def qkv(self, x: Tensor, src: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        """Self-attention: ``src`` ends with ``x``, so the queries are the last rows of the
+        projected ``src``: one query projection serves queries and keys."""
+        qs = self.q(src)
+        return qs[:, :, src.shape[1] - x.shape[1]:], F.normalize(qs, dim=-1), _heads(self.v_proj(src), self.n_heads)
 
 
 # The heads axis's choices by projection; the kv-head count (MHA, GQA, MQA) is a number.
