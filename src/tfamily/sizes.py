@@ -6,7 +6,8 @@ The estimate counts only what must exist, so it refuses nothing that could run:
 
 - parameters: token embedding (and an untied head), per layer the attention projections
   (h d_head d for queries and output, kv d_head d each for keys and values) and the two
-  feed-forward matrices (2 d d_ff), learned positions; norms and biases are left out;
+  feed-forward matrices (2 d d_ff), learned positions (a recurrent depth: each gate's input and
+  recurrent d x d matrices instead); norms, biases and attention readouts are left out;
 - per layer, the Python objects of its modules (measured about 42 KiB; 16 KiB counted);
 - training: weights, gradients and AdamW's two moments (4 copies of fp32 parameters), and
   per token the residual stream kept for backward at every layer and one fp32 logit row.
@@ -37,6 +38,9 @@ class Estimate:
         return max(self.weight_bytes, self.training_bytes) + self.activation_bytes
 
 
+_RECURRENT_GATES = {"rnn": 1, "gru": 3, "lstm": 4}  # nn/recurrent.py's cells
+
+
 def param_count(spec: Spec) -> int:
     """A lower bound on the parameter count of ``build(spec)`` (see the module docstring)."""
     d, h, kv, dh = spec.d_model, spec.heads.n_heads, spec.heads.kv_heads, spec.d_head
@@ -44,7 +48,10 @@ def param_count(spec: Spec) -> int:
     ff = 2 * d * spec.d_ff
     vocab_rows = spec.vocab_size * d * (1 if spec.tie_embeddings else 2)
     n = spec.depth.n_layers
-    if spec.model == "encoder_decoder":
+    gates = _RECURRENT_GATES.get(spec.depth.name)
+    if gates is not None:  # a recurrent depth: gates x (input and recurrent d x d matrices) per layer
+        layers = (n + ((spec.depth.n_enc_layers or n) if spec.model == "encoder_decoder" else 0)) * gates * 2 * d * d
+    elif spec.model == "encoder_decoder":
         layers = (spec.depth.n_enc_layers or n) * (attn + ff) + n * (2 * attn + ff)
     else:
         layers = n * (attn + ff)

@@ -140,3 +140,14 @@ def test_invalid_pairs_are_refused_naming_both_choices(override, match):
         members.lstm_lm(**override)
     with pytest.raises(ValueError, match="recurrent depth carries"):
         members.gpt(state__name="rnn_hidden")
+
+
+@pytest.mark.parametrize("name", ["rnn_lm", "lstm_lm", "gru_lm", "lstm_seq2seq", "luong_attention",
+                                  "bahdanau_attention"])
+def test_the_size_estimate_is_a_lower_bound_for_recurrent_members(name):
+    from tfamily.sizes import param_count
+    spec = members.get(name)(vocab_size=V)
+    with torch.device("meta"):
+        model = tfamily.build(spec)
+    real = sum(p.numel() for p in model.parameters())
+    assert 0.4 * real <= param_count(spec) <= real, (param_count(spec), real)
