@@ -1,20 +1,14 @@
-"""The flat reference GPT (tests/reference_gpt.py) equals the composed member
+"""The flat reference GPT (tfamily/bench/flat_gpt.py) equals the composed member
 ``build(members.gpt(...))`` in logits and in every parameter's gradient, on fresh
 random weights and tokens, across shapes, lengths and head layouts (MHA, GQA, MQA)."""
 from __future__ import annotations
-
-import importlib.util
-from pathlib import Path
 
 import pytest
 import torch
 
 import tfamily
 from tfamily import members
-
-_spec = importlib.util.spec_from_file_location("reference_gpt", Path(__file__).with_name("reference_gpt.py"))
-reference_gpt = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(reference_gpt)
+from tfamily.bench import flat_gpt as reference_gpt
 
 CONFIGS = [  # (d_model, n_layers, n_heads, n_kv_heads, d_ff, vocab, max_len, seq_len)
     (32, 1, 4, 4, None, 11, 16, 16),      # MHA
@@ -67,3 +61,24 @@ def test_reference_gpt_sees_a_changed_weight():
     with torch.no_grad():
         ref.blocks[0].wv.bias[0] += 1.0
     assert not torch.allclose(model(tokens), ref(tokens), atol=1e-3)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+@pytest.mark.parametrize("config", CONFIGS, ids=lambda c: f"d{c[0]}-L{c[1]}-h{c[2]}-kv{c[3]}-n{c[7]}")
+def test_flat_gpt_equals_the_reference_in_outputs_and_gradients(config, seed):
+    """The fast flat GPT (fused QKV, SDPA) computes what the plain reference does."""
+    d_model, n_layers, n_heads, n_kv_heads, d_ff, vocab, max_len, n = config
+    _, ref = _pair(d_model, n_layers, n_heads, n_kv_heads, d_ff, vocab, max_len, seed)
+    flat = reference_gpt.FlatGPT(vocab, d_model, n_layers, n_heads, n_kv_heads, max_len, d_ff).copy_from(ref)
+    tokens = torch.randint(0, vocab, (3, n), generator=torch.Generator().manual_seed(300 + seed))
+    logits, ref_logits = flat(tokens), ref(tokens)
+    torch.testing.assert_close(logits, ref_logits, atol=2e-5, rtol=1e-4)
+    (logits.square().mean()).backward()
+    (ref_logits.square().mean()).backward()
+    for fb, rb in zip(flat.blocks, ref.blocks):
+        qkv = torch.cat([rb.wq.weight.grad, rb.wk.weight.grad, rb.wv.weight.grad])
+        torch.testing.assert_close(fb.wqkv.weight.grad, qkv, atol=2e-5, rtol=1e-4)
+        torch.testing.assert_close(fb.fc1.weight.grad, rb.fc1.weight.grad, atol=2e-5, rtol=1e-4)
+        torch.testing.assert_close(fb.ln1.bias.grad, rb.ln1.bias.grad, atol=2e-5, rtol=1e-4)
+    torch.testing.assert_close(flat.wte.grad, ref.wte.grad, atol=2e-5, rtol=1e-4)
+    torch.testing.assert_close(flat.wpe.grad, ref.wpe.grad, atol=2e-5, rtol=1e-4)
