@@ -17,6 +17,8 @@ BENCHES = {
     "lsh": "tfamily.bench.lsh",
     "reversible": "tfamily.bench.reversible",
     "sdpa-tiles": "tfamily.bench.sdpa_tiles",
+    "peers": "tfamily.bench.peers",
+    "generate": "tfamily.bench.generate",
 }
 PLOTS = {
     "spans": "tfamily.bench.spans",

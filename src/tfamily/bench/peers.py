@@ -1,0 +1,245 @@
+"""Training step of tfamily vs its peers: x-transformers (optional extra ``peers``) and the
+flat GPT (``bench/flat_gpt.py``: fused QKV, SDPA), same shapes, fp32 and bf16 autocast.
+
+One step is forward, cross-entropy, backward, gradient clipping at 1 and fused AdamW.
+Timing alternates: every round runs a few steps of every (model, precision) cell in turn,
+so a machine that slows down mid-run slows every cell alike; only ratios within one run
+mean anything on a shared machine. Each cell's rate is its tokens over its summed time.
+
+Model FLOPs per token are one number per shape, the same for every model (so the
+fraction of peak compares useful work, not each model's extras): Chowdhery et al. 2022
+(PaLM), appendix B, 6 N + 12 L d T, where N is the tfamily GPT's parameter count less its
+position table (looked up, not multiplied), L layers, d = d_model and T the sequence length.
+The peak is one large square matmul in the same precision, measured in the same process;
+``fraction_of_peak`` = model FLOPs x tokens/s / that rate.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+from .results import print_rows, write_rows
+from .train import _sync, flops_per_token, matmul_gflops
+
+FIELDS = ["shape", "model", "precision", "best", "device", "threads", "params", "flops_per_token", "step_ms",
+          "tokens_per_s", "model_gflops", "peak_gflops", "fraction_of_peak", "vs_tfamily", "steps", "d_model",
+          "n_layers", "n_heads", "seq_len", "batch", "vocab", "note"]
+SHAPES = {  # name: (d_model, n_layers, n_heads, seq_len, batch)
+    "demo": (128, 4, 4, 128, 4),
+    "bench": (256, 6, 4, 256, 16),
+    "large": (512, 8, 8, 1024, 4),
+}
+MODELS = ("tfamily", "x-transformers", "flat")
+
+
+@dataclass(frozen=True)
+class Shape:
+    name: str
+    d_model: int
+    n_layers: int
+    n_heads: int
+    seq_len: int
+    batch: int
+    vocab: int
+
+
+def parse_shape(text: str, vocab: int) -> Shape:
+    """A preset name (demo, bench, large) or ``D:LAYERS:HEADS:SEQ:BATCH``."""
+    if text in SHAPES:
+        return Shape(text, *SHAPES[text], vocab)
+    parts = text.split(":")
+    if len(parts) != 5 or not all(p.isdigit() and int(p) > 0 for p in parts):
+        raise ValueError(f"--shapes {text!r}: use a preset ({', '.join(SHAPES)}) or D:LAYERS:HEADS:SEQ:BATCH "
+                         f"with positive integers, e.g. 64:2:2:32:2")
+    d, layers, heads, seq, batch = map(int, parts)
+    if d % heads:
+        raise ValueError(f"--shapes {text!r}: d_model {d} must be divisible by heads {heads}")
+    return Shape(text, d, layers, heads, seq, batch, vocab)
+
+
+def add_args(p) -> None:
+    p.add_argument("--shapes", nargs="+", default=list(SHAPES),
+                   help="presets demo (d128 x4, seq 128, batch 4), bench (d256 x6, seq 256, batch 16), "
+                        "large (d512 x8, seq 1024, batch 4), or D:LAYERS:HEADS:SEQ:BATCH")
+    p.add_argument("--skip-large", action="store_true", help="leave out the large preset")
+    p.add_argument("--models", nargs="+", default=list(MODELS), choices=MODELS)
+    p.add_argument("--precisions", nargs="+", default=["fp32", "bf16"], choices=["fp32", "bf16"])
+    p.add_argument("--vocab", type=int, default=256)
+    p.add_argument("--rounds", type=int, default=4, help="alternation rounds")
+    p.add_argument("--steps", type=int, default=3, help="timed steps per cell per round")
+    p.add_argument("--matmul-size", type=int, default=1024)
+    p.add_argument("--device", default="auto")
+    p.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
+    p.add_argument("--out", default="runs/bench/peers", help="directory for peers.json/.csv/.png")
+    p.add_argument("--json", action="store_true", help="print the rows as a JSON list")
+
+
+def _tfamily(s: Shape):
+    from .. import members
+    from ..build import build
+    spec = members.gpt(d_model=s.d_model, vocab_size=s.vocab, dropout=0.0, heads=dict(n_heads=s.n_heads),
+                       depth=dict(n_layers=s.n_layers), position=dict(max_len=s.seq_len))
+    model = build(spec)
+    return model, lambda batch: model.loss(batch)[0]
+
+
+def _xtransformers(s: Shape):
+    from x_transformers import Decoder, TransformerWrapper
+    # attn_flash: its SDPA path (the fastest it has); a tied head like tfamily's GPT.
+    model = TransformerWrapper(num_tokens=s.vocab, max_seq_len=s.seq_len, tie_embedding=True,
+                               attn_layers=Decoder(dim=s.d_model, depth=s.n_layers, heads=s.n_heads, attn_flash=True))
+    return model, lambda batch: _ce(model(batch["x"]), batch["y"])
+
+
+def _flat(s: Shape):
+    from .flat_gpt import FlatGPT
+    model = FlatGPT(s.vocab, s.d_model, s.n_layers, s.n_heads, s.n_heads, s.seq_len)
+    return model, lambda batch: _ce(model(batch["x"]), batch["y"])
+
+
+def _ce(logits, y):
+    return F.cross_entropy(logits.flatten(0, 1).float(), y.flatten())
+
+
+BUILDERS = {"tfamily": _tfamily, "x-transformers": _xtransformers, "flat": _flat}
+
+
+def peer_missing(name: str) -> str | None:
+    """A one-line note when a peer's package is not installed, else None."""
+    if name != "x-transformers":
+        return None
+    try:
+        import x_transformers  # noqa: F401
+    except ModuleNotFoundError:
+        return "x-transformers is not installed (pip install -c constraints.txt -e '.[peers]'): rows skipped"
+    return None
+
+
+class Cell:
+    """One model in one precision: its step, summed time and step count."""
+
+    def __init__(self, name: str, model, loss_fn, opt, precision: str, device: torch.device, batch: dict):
+        self.name, self.model, self.loss_fn, self.opt = name, model, loss_fn, opt
+        self.precision, self.device, self.batch = precision, device, batch
+        self.seconds, self.steps = 0.0, 0
+
+    def step(self) -> None:
+        from ..train.device import autocast
+        with autocast(self.device, self.precision):
+            loss = self.loss_fn(self.batch)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(self.model.parameters(), 1.0)
+        self.opt.step()
+        self.opt.zero_grad(set_to_none=True)
+
+    def timed(self, steps: int) -> None:
+        _sync(self.device)
+        t0 = time.perf_counter()
+        for _ in range(steps):
+            self.step()
+        _sync(self.device)
+        self.seconds += time.perf_counter() - t0
+        self.steps += steps
+
+
+def bench_shape(s: Shape, args, device: torch.device, peaks: dict) -> list[dict]:
+    from ..train.optim import adamw
+    common = {"shape": s.name, "device": str(device), "threads": torch.get_num_threads(), "d_model": s.d_model,
+              "n_layers": s.n_layers, "n_heads": s.n_heads, "seq_len": s.seq_len, "batch": s.batch, "vocab": s.vocab}
+    rows, cells, fpt = [], [], None
+    x = torch.randint(0, s.vocab, (s.batch, s.seq_len), device=device)
+    batch = {"x": x, "y": x.roll(-1, dims=1)}
+    for name in args.models:
+        note = peer_missing(name)
+        if note:
+            rows.append({"model": name, "note": note, **common})
+            continue
+        torch.manual_seed(0)
+        model, loss_fn = BUILDERS[name](s)
+        model.to(device).train()
+        if name == "tfamily":
+            fpt = flops_per_token(model, s.n_layers, s.d_model, s.seq_len)
+        opt = adamw(model, 1e-4, 0.1)
+        for prec in args.precisions:
+            cells.append(Cell(name, model, loss_fn, opt, prec, device, batch))
+    if fpt is None:  # tfamily left out: the same formula on its model, built only to count
+        fpt = flops_per_token(_tfamily(s)[0], s.n_layers, s.d_model, s.seq_len)
+    for c in cells:
+        c.step()  # warm-up: allocations, lazy optimiser state, autocast caches
+    for _ in range(args.rounds):
+        for c in cells:
+            c.timed(args.steps)
+    tokens = s.batch * s.seq_len
+    for c in cells:
+        dt = c.seconds / c.steps
+        tps = tokens / dt
+        rows.append({"model": c.name, "precision": c.precision, "params": sum(p.numel() for p in c.model.parameters()),
+                     "flops_per_token": fpt, "step_ms": dt * 1e3, "tokens_per_s": tps, "model_gflops": fpt * tps / 1e9,
+                     "peak_gflops": peaks[c.precision], "fraction_of_peak": fpt * tps / 1e9 / peaks[c.precision],
+                     "steps": c.steps, **common})
+    _mark(rows)
+    return rows
+
+
+def _mark(rows: list[dict]) -> None:
+    """``best``: each model's faster precision; ``vs_tfamily``: tokens/s over tfamily's in the
+    same precision."""
+    timed = [r for r in rows if "tokens_per_s" in r]
+    for r in timed:
+        same = [q["tokens_per_s"] for q in timed if q["model"] == r["model"]]
+        r["best"] = r["tokens_per_s"] == max(same)
+        ours = [q["tokens_per_s"] for q in timed if q["model"] == "tfamily" and q["precision"] == r["precision"]]
+        r["vs_tfamily"] = r["tokens_per_s"] / ours[0] if ours else None
+
+
+def run(args) -> int:
+    from ..train.device import resolve_device
+    for name in ("vocab", "rounds", "steps", "matmul_size"):
+        if getattr(args, name) < 1:
+            raise ValueError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
+    shapes = [parse_shape(t, args.vocab) for t in args.shapes if not (args.skip_large and t == "large")]
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    device = resolve_device(args.device)
+    peaks = {p: matmul_gflops(args.matmul_size, torch.bfloat16 if p == "bf16" else torch.float32, device)
+             for p in args.precisions}
+    rows = [r for s in shapes for r in bench_shape(s, args, device, peaks)]
+    out = write_rows(args.out, "peers", rows, FIELDS)
+    plot(rows, out / "peers.png")
+    for note in sorted({r["note"] for r in rows if r.get("note")}):
+        print(note)
+    timed = [r for r in rows if "tokens_per_s" in r]
+    print_rows(timed, [("shape", "shape", "<8"), ("model", "model", "<15"), ("precision", "prec", "<5"),
+                       ("tokens_per_s", "tokens/s", ">10.0f"), ("step_ms", "step ms", ">9.1f"),
+                       ("fraction_of_peak", "of peak", ">8.3f"), ("vs_tfamily", "vs tfamily", ">10.3f")],
+               args.json)
+    return 0
+
+
+def plot(rows: list[dict], path: Path) -> None:
+    """Grouped bars: tokens/s per shape (one panel each), models x precisions."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    timed = [r for r in rows if "tokens_per_s" in r]
+    shapes = list(dict.fromkeys(r["shape"] for r in rows))
+    fig, axes = plt.subplots(1, max(1, len(shapes)), figsize=(4.2 * max(1, len(shapes)), 3.6), squeeze=False)
+    for ax, shape in zip(axes[0], shapes):
+        mine = [r for r in timed if r["shape"] == shape]
+        labels = [f"{r['model']}\n{r['precision']}" for r in mine]
+        colors = ["tab:blue" if r["model"] == "tfamily" else "tab:gray" if r["model"] == "flat" else "tab:orange"
+                  for r in mine]
+        ax.bar(range(len(mine)), [r["tokens_per_s"] for r in mine], color=colors,
+               hatch=None, edgecolor=["black" if r.get("best") else "none" for r in mine])
+        ax.set_xticks(range(len(mine)), labels, fontsize=7)
+        ax.set_ylabel("training tokens/s")
+        r0 = next(r for r in rows if r["shape"] == shape)
+        ax.set_title(f"{shape}: d{r0['d_model']} x{r0['n_layers']}, seq {r0['seq_len']}, batch {r0['batch']}",
+                     fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)

@@ -1,0 +1,67 @@
+"""`tfamily bench peers` at a tiny shape: rows, files, plot and the skip note (no timing assertions)."""
+from __future__ import annotations
+
+import csv
+import json
+import sys
+
+import pytest
+
+from tfamily import cli
+from tfamily.bench.peers import parse_shape
+
+TINY = ["bench", "peers", "--shapes", "32:1:2:16:2", "--rounds", "2", "--steps", "1", "--matmul-size", "64",
+        "--vocab", "40"]
+
+
+def _rows(capsys, argv):
+    assert cli.main(argv + ["--json"]) == 0
+    out = capsys.readouterr().out
+    start = 0 if out.startswith("[") else out.index("\n[") + 1  # notes print before the JSON
+    return json.loads(out[start:]), out[:start]
+
+
+def test_bench_peers_writes_rows_files_and_plot(tmp_path, capsys):
+    pytest.importorskip("x_transformers")
+    rows, _ = _rows(capsys, TINY + ["--out", str(tmp_path)])
+    assert [(r["model"], r["precision"]) for r in rows] == [
+        (m, p) for m in ("tfamily", "x-transformers", "flat") for p in ("fp32", "bf16")]
+    fpt = {r["flops_per_token"] for r in rows}
+    assert len(fpt) == 1  # one FLOP count per shape, whatever the model
+    for r in rows:
+        assert r["steps"] == 2 and r["tokens_per_s"] > 0 and r["peak_gflops"] > 0
+        assert r["step_ms"] == pytest.approx(2 * 16 / r["tokens_per_s"] * 1e3)
+        assert r["fraction_of_peak"] == pytest.approx(r["model_gflops"] / r["peak_gflops"])
+        assert (r["d_model"], r["n_layers"], r["n_heads"], r["seq_len"], r["batch"], r["vocab"]) == (32, 1, 2, 16, 2, 40)
+        same_model = [q for q in rows if q["model"] == r["model"]]
+        assert r["best"] == (r["tokens_per_s"] == max(q["tokens_per_s"] for q in same_model))
+        ours = next(q for q in rows if q["model"] == "tfamily" and q["precision"] == r["precision"])
+        assert r["vs_tfamily"] == pytest.approx(r["tokens_per_s"] / ours["tokens_per_s"])
+    assert json.loads((tmp_path / "peers.json").read_text()) == rows
+    with open(tmp_path / "peers.csv") as f:
+        assert [r["model"] for r in csv.DictReader(f)] == [r["model"] for r in rows]
+    assert (tmp_path / "peers.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_bench_peers_skips_x_transformers_with_a_note(tmp_path, capsys, monkeypatch):
+    monkeypatch.setitem(sys.modules, "x_transformers", None)  # import fails as if not installed
+    rows, printed = _rows(capsys, TINY + ["--models", "tfamily", "x-transformers", "--precisions", "fp32",
+                                          "--out", str(tmp_path)])
+    assert "x-transformers is not installed" in printed and printed.count("\n") == 1
+    skipped = [r for r in json.loads((tmp_path / "peers.json").read_text()) if r["model"] == "x-transformers"]
+    assert len(skipped) == 1 and "not installed" in skipped[0]["note"] and "tokens_per_s" not in skipped[0]
+    assert [r["model"] for r in rows] == ["tfamily"]
+
+
+def test_shapes_presets_and_bad_values():
+    assert (parse_shape("bench", 256).d_model, parse_shape("bench", 256).batch) == (256, 16)
+    assert parse_shape("demo", 65).seq_len == 128
+    with pytest.raises(ValueError, match="D:LAYERS:HEADS:SEQ:BATCH"):
+        parse_shape("huge", 256)
+    with pytest.raises(ValueError, match="divisible"):
+        parse_shape("30:1:4:16:2", 256)
+
+
+def test_bench_peers_refuses_zero_rounds(capsys):
+    assert cli.main(TINY + ["--rounds", "0"]) == 2
+    assert "--rounds must be >= 1" in capsys.readouterr().err
