@@ -6,8 +6,10 @@ import json
 import sys
 
 import pytest
+import torch
 
 from tfamily import cli
+from tfamily.bench import peers
 from tfamily.bench.peers import parse_shape
 
 TINY = ["bench", "peers", "--shapes", "32:1:2:16:2", "--rounds", "2", "--steps", "1", "--matmul-size", "64",
@@ -23,7 +25,7 @@ def _rows(capsys, argv):
 
 def test_bench_peers_writes_rows_files_and_plot(tmp_path, capsys):
     pytest.importorskip("x_transformers")
-    rows, _ = _rows(capsys, TINY + ["--out", str(tmp_path)])
+    rows, _ = _rows(capsys, TINY + ["--precisions", "fp32", "bf16", "--out", str(tmp_path)])
     assert [(r["model"], r["precision"]) for r in rows] == [
         (m, p) for m in ("tfamily", "x-transformers", "flat") for p in ("fp32", "bf16")]
     fpt = {r["flops_per_token"] for r in rows}
@@ -51,6 +53,15 @@ def test_bench_peers_skips_x_transformers_with_a_note(tmp_path, capsys, monkeypa
     skipped = [r for r in json.loads((tmp_path / "peers.json").read_text()) if r["model"] == "x-transformers"]
     assert len(skipped) == 1 and "not installed" in skipped[0]["note"] and "tokens_per_s" not in skipped[0]
     assert [r["model"] for r in rows] == ["tfamily"]
+
+
+def test_default_precisions_leave_out_emulated_bf16(monkeypatch, capsys):
+    from tfamily.train import device as dev
+    monkeypatch.setattr(dev, "cpu_has_bf16", lambda: False)
+    assert peers.default_precisions(torch.device("cpu")) == ["fp32"]
+    assert "bf16 is emulated" in capsys.readouterr().out
+    monkeypatch.setattr(dev, "cpu_has_bf16", lambda: True)
+    assert peers.default_precisions(torch.device("cpu")) == ["fp32", "bf16"]
 
 
 def test_shapes_presets_and_bad_values():

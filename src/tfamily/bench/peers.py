@@ -67,7 +67,8 @@ def add_args(p) -> None:
                         "large (d512 x8, seq 1024, batch 4), or D:LAYERS:HEADS:SEQ:BATCH")
     p.add_argument("--skip-large", action="store_true", help="leave out the large preset")
     p.add_argument("--models", nargs="+", default=list(MODELS), choices=MODELS)
-    p.add_argument("--precisions", nargs="+", default=["fp32", "bf16"], choices=["fp32", "bf16"])
+    p.add_argument("--precisions", nargs="+", default=None, choices=["fp32", "bf16"],
+                   help="default: fp32 and bf16, or fp32 alone on a CPU that emulates bf16 (about 30x slower)")
     p.add_argument("--vocab", type=int, default=256)
     p.add_argument("--rounds", type=int, default=4, help="alternation rounds")
     p.add_argument("--steps", type=int, default=3, help="timed steps per cell per round")
@@ -117,6 +118,14 @@ def peer_missing(name: str) -> str | None:
     except ModuleNotFoundError:
         return "x-transformers is not installed (pip install -c constraints.txt -e '.[peers]'): rows skipped"
     return None
+
+
+def default_precisions(device: torch.device) -> list[str]:
+    from ..train.device import cpu_has_bf16
+    if device.type == "cpu" and not cpu_has_bf16():
+        print("bf16 is emulated on this CPU (no avx512_bf16/amx_bf16): fp32 only; --precisions bf16 to time it anyway")
+        return ["fp32"]
+    return ["fp32", "bf16"]
 
 
 class Cell:
@@ -205,6 +214,8 @@ def run(args) -> int:
     if args.threads:
         torch.set_num_threads(args.threads)
     device = resolve_device(args.device)
+    if args.precisions is None:
+        args.precisions = default_precisions(device)
     peaks = {p: matmul_gflops(args.matmul_size, torch.bfloat16 if p == "bf16" else torch.float32, device)
              for p in args.precisions}
     rows = [r for s in shapes for r in bench_shape(s, args, device, peaks)]
