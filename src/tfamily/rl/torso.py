@@ -176,8 +176,11 @@ def clone_state(torso: Torso, state: State) -> State:
     return copy
 
 
-def torso_spec(member: str, d_model: int, n_layers: int, n_heads: int, mem_len: int):
-    """The spec of a family member resized for RL; refuses members without XL memory."""
+def torso_spec(member: str, d_model: int, n_layers: int, n_heads: int, mem_len: int,
+               gate_bias: float | None = None):
+    """The spec of a family member resized for RL; refuses members without XL memory.
+    ``gate_bias``: the residual gate's b_g (Parisotto et al. 2019, section 3.2; the paper's ablation
+    sets it to 0), refused by the spec for residuals without a gate."""
     from .. import members
     from ..spec import Spec
     spec = members.get(member)()
@@ -200,17 +203,22 @@ def torso_spec(member: str, d_model: int, n_layers: int, n_heads: int, mem_len: 
     d["depth"] = {**d["depth"], "n_layers": n_layers}
     d["ff"] = {**d["ff"], "d_ff": 4 * d_model}
     d["state"] = {**d["state"], "mem_len": mem_len}
+    if gate_bias is not None:
+        d["residual"] = {**d["residual"], "params": {**d["residual"].get("params", {}), "gate_bias": gate_bias}}
     return Spec.from_dict(d)
 
 
 def build_torso(member: str, *, d_model: int = 64, n_layers: int = 2, n_heads: int = 4,
-                mem_len: int = 64) -> nn.Module:
+                mem_len: int = 64, gate_bias: float | None = None) -> nn.Module:
     """A torso by name: ``lstm`` / ``gru`` or a family member with XL memory."""
     if member in RECURRENT:
+        if gate_bias is not None:
+            raise ValueError(f"gate_bias={gate_bias!r} sets a residual gate's b_g; the {member} torso has no "
+                             f"residual gate (use it with gtrxl)")
         return RecurrentTorso(member, d_model, n_layers)
     from ..build import input_position, stack
     from ..registry import STATES
-    spec = torso_spec(member, d_model, n_layers, n_heads, mem_len)
+    spec = torso_spec(member, d_model, n_layers, n_heads, mem_len, gate_bias)
     layers = stack(spec, spec.depth.n_layers)
     make_state = STATES.make(spec.state.name, spec.state.params, spec=spec, layers=layers)
     return StackTorso(input_position(spec), layers, make_state, d_model)

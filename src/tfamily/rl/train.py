@@ -25,7 +25,7 @@ from .ppo import PPOSettings
 from .task import RolloutSettings, RolloutTask, episodes
 from .torso import build_torso
 
-TORSO_KEYS = ("d_model", "n_layers", "n_heads", "mem_len")
+TORSO_KEYS = ("d_model", "n_layers", "n_heads", "mem_len", "gate_bias")  # gate_bias: optional (gated torsos)
 TORSO_DEFAULTS = {"d_model": 64, "n_layers": 2, "n_heads": 4, "mem_len": 64}
 
 
@@ -69,7 +69,7 @@ def make_policy(cfg: Config) -> tuple[ActorCritic, RolloutSettings]:
     env = check_env(cfg.data.task)
     try:
         m = {**TORSO_DEFAULTS, **cfg.model}
-        torso = build_torso(cfg.member, **{k: m[k] for k in TORSO_KEYS})
+        torso = build_torso(cfg.member, **{k: m[k] for k in TORSO_KEYS if k in m})
         policy = ActorCritic(encoder_for(env.observation_space, torso.d_model), torso, int(env.action_space.n), ppo)
     finally:
         env.close()

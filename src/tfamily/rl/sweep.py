@@ -1,0 +1,204 @@
+"""`tfamily rl sweep`: every (environment, torso, seed) run of a comparison, resumable.
+
+The issue-15 comparison is a grid: POPGym tasks x torsos x seeds at equal environment
+steps, plus the paper's b_g ablation (Parisotto et al. 2019, section 3.2: GRU gate with
+b_g = 0 against the default 2). A torso is named by a *label*: a member (``gtrxl``,
+``lstm``, ...) or a member with its gate bias, ``gtrxl:gate_bias=0`` (label ``gtrxl_bg0``).
+Run (env, label, seed) lives in ``OUT/<env>/<label>-s<seed>`` with a ``plan.json`` that
+records what the sweep asked of it; a later sweep over the same directory skips a finished
+run (its ``result.json`` reached the planned update count), resumes a killed one from its
+newest checkpoint (the loop's bitwise resume) and refuses a run planned with other
+settings. A larger ``--steps`` continues finished runs to the new total. ``--jobs`` runs
+several in parallel processes, ``--shard i/n`` takes every n-th run (several machines
+sharing ``OUT``). ``table.py`` turns ``OUT`` into the MMER table and the curves.
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import sys
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import asdict, dataclass
+from multiprocessing import get_context
+from pathlib import Path
+
+# Morad et al. 2023's memory tasks at the Easy level (PAPERS.md: the stateless CartPole is
+# registered as PositionOnlyCartPole).
+POPGYM_EASY = ("popgym-RepeatPreviousEasy-v0", "popgym-RepeatFirstEasy-v0", "popgym-CountRecallEasy-v0",
+               "popgym-AutoencodeEasy-v0", "popgym-PositionOnlyCartPoleEasy-v0")
+TORSOS = ("gtrxl", "trxl_i", "transformer_xl", "lstm", "gru", "gtrxl:gate_bias=0")
+
+
+@dataclass(frozen=True)
+class Torso:
+    """A sweep column: a member, optionally with its residual gate's b_g."""
+    label: str
+    member: str
+    gate_bias: float | None = None
+
+
+def parse_torso(text: str) -> Torso:
+    """``member`` or ``member:gate_bias=X`` (label ``member_bgX``)."""
+    if not isinstance(text, str) or not text:
+        raise ValueError(f"--members entry {text!r} is empty; e.g. gtrxl or gtrxl:gate_bias=0")
+    member, sep, option = text.partition(":")
+    if not sep:
+        return Torso(member, member)
+    key, eq, value = option.partition("=")
+    if key != "gate_bias" or not eq:
+        raise ValueError(f"--members entry {text!r}: the only option is gate_bias=X, e.g. gtrxl:gate_bias=0")
+    try:
+        bias = float(value)
+    except ValueError:
+        raise ValueError(f"--members entry {text!r}: gate_bias {value!r} is not a number") from None
+    if not math.isfinite(bias):
+        raise ValueError(f"--members entry {text!r}: gate_bias must be finite")
+    return Torso(f"{member}_bg{bias:g}", member, bias)
+
+
+@dataclass(frozen=True)
+class RunPlan:
+    env: str
+    torso: Torso
+    seed: int
+    steps: int                  # environment steps asked for (rounded up to whole rollouts by rl_config)
+    settings: dict              # rollout / PPO settings (rl_config's ``settings``)
+    model: dict                 # torso sizes (rl_config's ``torso``, without gate_bias)
+    lr: float
+    ckpt_every: int | None
+    out: str
+
+    @property
+    def dir(self) -> Path:
+        return Path(self.out) / self.env.replace("/", "_") / f"{self.torso.label}-s{self.seed}"
+
+    def record(self) -> dict:
+        """What must match between sweeps for a run to be continued (``steps`` may grow)."""
+        return {"env": self.env, **asdict(self.torso), "seed": self.seed, "settings": self.settings,
+                "model": self.model, "lr": self.lr}
+
+    def config(self, progress: bool, time_budget=None):
+        from .train import rl_config
+        torso = {**self.model, **({} if self.torso.gate_bias is None else {"gate_bias": self.torso.gate_bias})}
+        return rl_config(self.env, self.torso.member, self.steps, seed=self.seed, out=str(self.dir), lr=self.lr,
+                         time_budget=time_budget, torso=torso, settings=self.settings, progress=progress,
+                         ckpt_every=self.ckpt_every)
+
+
+def plan(envs, members, seeds: int, steps: int, out: str | Path, *, settings: dict | None = None,
+         model: dict | None = None, lr: float = 5e-4, ckpt_every: int | None = None,
+         shard: str | None = None) -> list[RunPlan]:
+    """The runs, seed-major (every torso of seed 0 first, so a cut-short sweep is still a
+    like-for-like comparison), each checked by building its config."""
+    envs, torsos = list(envs), [parse_torso(m) for m in members]
+    if not envs or not torsos:
+        raise ValueError("a sweep needs at least one --envs id and one --members torso")
+    labels = [t.label for t in torsos]
+    if len(set(labels)) != len(labels) or len(set(envs)) != len(envs):
+        raise ValueError(f"--envs {envs} / --members labels {labels} repeat an entry; name each once")
+    if isinstance(seeds, bool) or not isinstance(seeds, int) or seeds < 1:
+        raise ValueError(f"--seeds must be an integer >= 1 (seeds 0..N-1), got {seeds!r}")
+    runs = [RunPlan(e, t, s, steps, dict(settings or {}), dict(model or {}), lr, ckpt_every, str(out))
+            for s in range(seeds) for e in envs for t in torsos]
+    from .train import make_policy
+    for r in runs[: len(envs) * len(torsos)]:  # refuse a bad (env, torso) before any run trains
+        make_policy(r.config(progress=False))
+    return _shard(runs, shard)
+
+
+def _shard(runs: list[RunPlan], shard: str | None) -> list[RunPlan]:
+    if shard is None:
+        return runs
+    i, sep, n = shard.partition("/")
+    if not (sep and i.isdigit() and n.isdigit() and 0 <= int(i) < int(n)):
+        raise ValueError(f"--shard {shard!r} must be I/N with 0 <= I < N, e.g. 0/4")
+    return runs[int(i)::int(n)]
+
+
+def status(run: RunPlan) -> tuple[str, int | None]:
+    """``("done", step)``, ``("resume", step)`` (newest complete checkpoint) or ``("new", None)``;
+    refuses a run directory planned with other settings."""
+    from ..train import checkpoint
+    path = run.dir / "plan.json"
+    if path.is_file():
+        saved = json.loads(path.read_text(encoding="utf-8"))
+        diffs = [f"{k}: saved {saved.get(k)!r}, asked {v!r}" for k, v in run.record().items() if saved.get(k) != v]
+        if diffs:
+            raise ValueError(f"{run.dir} was planned with other settings ({'; '.join(diffs)}); "
+                             f"sweep into another --out or repeat the original settings")
+    target = run.config(progress=False).train.max_steps
+    result = run.dir / "result.json"
+    if result.is_file() and json.loads(result.read_text(encoding="utf-8"))["steps"] >= target:
+        return "done", json.loads(result.read_text(encoding="utf-8"))["steps"]
+    if checkpoint.step_dirs(run.dir / "checkpoints"):
+        try:
+            return "resume", checkpoint.load(run.dir).meta["step"]
+        except FileNotFoundError:  # only half-written checkpoints: nothing to continue from
+            pass
+    return "new", None
+
+
+def execute(run: RunPlan, *, progress: bool = True, time_budget=None, threads: int | None = None) -> dict:
+    """Train one run to its planned end (fresh or from its checkpoint); its result."""
+    from .train import train
+    if threads is not None:
+        import torch
+        torch.set_num_threads(threads)
+    kind, _ = status(run)
+    if kind == "done":
+        return json.loads((run.dir / "result.json").read_text(encoding="utf-8"))
+    cfg = run.config(progress, time_budget)
+    run.dir.mkdir(parents=True, exist_ok=True)
+    (run.dir / "plan.json").write_text(json.dumps({**run.record(), "steps": run.steps}, indent=1), encoding="utf-8")
+    if kind == "resume":
+        overrides = {"train.max_steps": cfg.train.max_steps, "train.progress": progress,
+                     "train.time_budget": time_budget}
+        return train(resume=run.dir, overrides=overrides)
+    return train(cfg)
+
+
+def _line(i: int, n: int, run: RunPlan, what: str) -> str:
+    return f"[{i}/{n}] {run.env} {run.torso.label} s{run.seed}: {what}"
+
+
+def sweep(runs: list[RunPlan], *, jobs: int = 1, progress: bool = True, time_budget=None,
+          threads: int | None = None, log=print) -> list[dict]:
+    """Run every planned run (skipping finished ones), one line of progress per run."""
+    if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
+        raise ValueError(f"--jobs must be an integer >= 1, got {jobs!r}")
+    n, todo, out = len(runs), [], []
+    for i, run in enumerate(runs, 1):
+        kind, step = status(run)
+        if kind == "done":
+            log(_line(i, n, run, f"done at update {step}, skipped"))
+            out.append({"run": str(run.dir), "status": "skipped"})
+        else:
+            todo.append((i, run, kind, step))
+    if jobs == 1:
+        for i, run, kind, step in todo:
+            log(_line(i, n, run, f"resuming from update {step}" if kind == "resume" else "training"))
+            out.append(_finish(i, n, run, execute(run, progress=progress, time_budget=time_budget,
+                                                  threads=threads), log))
+        return out
+    # spawn: a fresh interpreter per worker (no forked torch thread pools); bars would interleave
+    with ProcessPoolExecutor(max_workers=jobs, mp_context=get_context("spawn")) as pool:
+        futures = []
+        for i, run, kind, step in todo:
+            log(_line(i, n, run, f"queued ({'resume from update ' + str(step) if kind == 'resume' else 'new'})"))
+            futures.append((i, run, pool.submit(execute, run, progress=False, time_budget=time_budget,
+                                                threads=threads or max(1, (os.cpu_count() or 1) // jobs))))
+        for i, run, fut in futures:
+            out.append(_finish(i, n, run, fut.result(), log))
+    return out
+
+
+def _finish(i: int, n: int, run: RunPlan, result: dict, log) -> dict:
+    ret = result.get("train_mean_return")
+    log(_line(i, n, run, f"{result['tokens']} env steps at {result['tokens_per_s']:.0f}/s, batch-mean return "
+                         f"{'n/a' if ret is None else f'{ret:.3f}'}, eval {result.get('val_return')}"))
+    return {"run": str(run.dir), "status": result.get("stopped", "max_steps"), "result": result}
+
+
+def stderr_log(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)

@@ -1,0 +1,238 @@
+"""`tfamily rl sweep` and `tfamily rl table` at tiny sizes: torso labels and the b_g ablation,
+runs skipped when finished, resumed bitwise after SIGKILL, continued to a larger --steps,
+refused when replanned differently; MMER from hand-made curves, the table and its plots."""
+from __future__ import annotations
+
+import importlib.util
+import json
+import math
+import os
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from tfamily.cli import main
+from tfamily.rl.sweep import parse_torso, plan, status, sweep
+from tfamily.rl.table import curve, load_baselines, markdown, mmer, runs, table, write
+from tfamily.rl.toy import ID
+from tfamily.rl.train import make_policy
+from tfamily.train.metrics import read_csv
+
+SETTINGS = {"n_envs": 4, "rollout": 4, "epochs": 1, "minibatches": 2, "eval_episodes": 4}
+MODEL = {"d_model": 8, "n_layers": 1, "n_heads": 2, "mem_len": 4}
+# 64 steps = 4 rollouts of 4 x 4 steps, 2 updates each: 8 updates, checkpoints at 4 and 8
+ARGS = ["--envs", ID, "--seeds", "1", "--steps", "64", "--n-envs", "4", "--rollout", "4", "--epochs", "1",
+        "--minibatches", "2", "--d-model", "8", "--layers", "1", "--heads", "2", "--mem-len", "4",
+        "--ckpt-every", "4", "--set", "eval_episodes=4", "--no-progress"]
+
+
+def _plan(out, members=("lstm", "gtrxl:gate_bias=0"), seeds=2, steps=32, **kw):
+    return plan([ID], list(members), seeds, steps, out, settings=SETTINGS, model=MODEL, **kw)
+
+
+# -- torso labels and the gate bias ----------------------------------------------------------------
+def test_labels():
+    assert parse_torso("gtrxl") == parse_torso("gtrxl")
+    t = parse_torso("gtrxl:gate_bias=0")
+    assert (t.label, t.member, t.gate_bias) == ("gtrxl_bg0", "gtrxl", 0.0)
+    assert parse_torso("gtrxl:gate_bias=2.5").label == "gtrxl_bg2.5"
+    assert parse_torso("lstm").gate_bias is None
+
+
+@pytest.mark.parametrize("text, message", [
+    ("gtrxl:bias=0", "the only option is gate_bias=X"),
+    ("gtrxl:gate_bias=abc", "is not a number"),
+    ("gtrxl:gate_bias=inf", "must be finite"),
+    ("", "is empty"),
+])
+def test_bad_labels(text, message):
+    with pytest.raises(ValueError, match=message):
+        parse_torso(text)
+
+
+def test_gate_bias_reaches_every_gate(tmp_path):
+    for members, want in ((["gtrxl"], 2.0), (["gtrxl:gate_bias=0"], 0.0), (["gtrxl:gate_bias=-1.5"], -1.5)):
+        (run,) = _plan(tmp_path, members, seeds=1)
+        policy, _ = make_policy(run.config(progress=False))
+        biases = [p for n, p in policy.named_parameters() if n.endswith("b_g")]
+        assert len(biases) == 2 * MODEL["n_layers"]  # one gate per sublayer (attention, feed-forward)
+        assert all(torch.equal(b, torch.full_like(b, want)) for b in biases)
+
+
+@pytest.mark.parametrize("member, message", [("lstm:gate_bias=0", "has no residual gate"),
+                                             ("transformer_xl:gate_bias=0", "unknown residual.params")])
+def test_gate_bias_refused_without_a_gate(tmp_path, member, message):
+    with pytest.raises(ValueError, match=message):
+        _plan(tmp_path, [member])
+
+
+def test_bad_plans(tmp_path):
+    with pytest.raises(ValueError, match="repeat an entry"):
+        _plan(tmp_path, ["lstm", "lstm"])
+    with pytest.raises(ValueError, match="--seeds must be"):
+        _plan(tmp_path, seeds=0)
+    with pytest.raises(ValueError, match="--shard"):
+        _plan(tmp_path, shard="2/2")
+    with pytest.raises(ValueError, match="fewer than one rollout"):
+        _plan(tmp_path, steps=8)
+    runs_ = _plan(tmp_path, seeds=3)
+    assert [(r.torso.label, r.seed) for r in runs_[:3]] == [("lstm", 0), ("gtrxl_bg0", 0), ("lstm", 1)]
+    assert [r.seed for r in _plan(tmp_path, seeds=3, shard="1/2")] == [0, 1, 2]  # runs 1, 3, 5 of 6
+
+
+# -- MMER and the table from hand-made curves -------------------------------------------------------
+def test_mmer_is_the_max_of_batch_means():
+    assert mmer([-0.5, None, 0.25, 0.1, math.nan, -1.0]) == 0.25
+    assert mmer([-0.9]) == -0.9
+    with pytest.raises(ValueError, match="no episode ended"):
+        mmer([None, math.nan])
+
+
+def _fake_run(root: Path, env: str, label: str, seed: int, updates: list[tuple[int, float | None]],
+              val: float | None = 0.0, steps: int = 64, finished: bool = True) -> Path:
+    """A run directory as the sweep leaves it: plan.json, train.csv (one row per PPO update,
+    two per rollout), result.json when finished."""
+    run = root / env.replace("/", "_") / f"{label}-s{seed}"
+    run.mkdir(parents=True)
+    (run / "plan.json").write_text(json.dumps({"env": env, "label": label, "seed": seed, "steps": steps}))
+    lines = ["step,tokens,loss,mean_return,episodes"]
+    for i, (tokens, ret) in enumerate(updates):
+        lines += [f"{2 * i + k + 1},{tokens},0.1,{'' if ret is None else ret},{i}" for k in range(2)]
+    (run / "train.csv").write_text("\n".join(lines) + "\n")
+    if finished:
+        (run / "result.json").write_text(json.dumps({"tokens": updates[-1][0], "tokens_per_s": 100.0 * (seed + 1),
+                                                     "stopped": "max_steps", "val_return": val}))
+    return run
+
+
+def test_curve_is_one_point_per_rollout(tmp_path):
+    run = _fake_run(tmp_path, ID, "lstm", 0, [(16, None), (32, -0.5), (48, 0.5), (64, 0.25)])
+    assert curve(run) == ([32, 48, 64], [-0.5, 0.5, 0.25])
+
+
+def test_table_mean_and_std_over_trials(tmp_path):
+    a = [(16, -0.5), (32, 0.5), (48, 0.25), (64, 0.0)]       # MMER 0.5, final 0.0
+    b = [(16, -1.0), (32, -0.25), (48, 0.75), (64, 0.75)]    # MMER 0.75, final 0.75
+    _fake_run(tmp_path, ID, "gtrxl", 0, a, val=0.5)
+    _fake_run(tmp_path, ID, "gtrxl", 1, b, val=1.0)
+    _fake_run(tmp_path, ID, "gtrxl", 2, [(16, 0.9)], finished=False)   # pending: not a trial
+    _fake_run(tmp_path, ID, "lstm", 0, [(16, -0.5), (32, -0.25), (48, -0.5), (64, -0.75)], val=-0.5)
+    rows = runs(tmp_path)
+    assert sorted((r["label"], r["seed"], r["finished"]) for r in rows) == \
+        [("gtrxl", 0, True), ("gtrxl", 1, True), ("gtrxl", 2, False), ("lstm", 0, True)]
+    entries = {e["label"]: e for e in table(rows)}
+    g, s = entries["gtrxl"], entries["lstm"]
+    assert (g["trials"], g["seeds"], g["env_steps"]) == (2, [0, 1], 64)
+    assert g["mmer_mean"] == 0.625 and g["mmer_std"] == pytest.approx(statistics.stdev([0.5, 0.75]))
+    assert g["final_mean"] == 0.375 and g["eval_mean"] == 0.75 and g["env_steps_per_s"] == 150.0
+    assert (s["trials"], s["mmer_mean"], s["final_mean"]) == (1, -0.25, -0.75) and math.isnan(s["mmer_std"])
+    text = markdown(list(entries.values()), load_baselines(None), [r for r in rows if not r["finished"]])
+    assert f"| {ID} | gtrxl | 2 | 64 | 0.625 ± 0.177 | 0.375 ± 0.530 | 0.750 ± 0.354 | 150 |" in text
+    assert f"| {ID} | lstm | 1 | 64 | -0.250 | -0.750 | -0.500 | 100 |" in text
+    assert "not included (no source" in text and "gtrxl-s2" in text.split("Pending")[1]
+
+
+def test_write_table_files_plots_and_baselines(tmp_path):
+    for seed in range(3):
+        _fake_run(tmp_path, ID, "gtrxl", seed, [(16, -0.5), (32, 0.1 * seed), (48, 0.2 * seed)], steps=48)
+        _fake_run(tmp_path, ID, "gru", seed, [(16, -0.5), (32, -0.4)], steps=32)
+    base = tmp_path / "base.json"
+    base.write_text(json.dumps({"source": "hand-made for the test", "rows": [
+        {"env": ID, "model": "GRU", "mmer_mean": 0.9, "mmer_std": 0.05, "ref": "Table X"}]}))
+    report = write(tmp_path, tmp_path / "out", base)
+    out = tmp_path / "out"
+    assert f"| {ID} | POPGym GRU (Table X) | | | 0.900 ± 0.050 | | | |" in (out / "table.md").read_text()
+    csv_rows = (out / "table.csv").read_text().splitlines()
+    assert len(csv_rows) == 3 and csv_rows[0].startswith("env,label,trials,seeds,env_steps,mmer_mean")
+    saved = json.loads((out / "table.json").read_text())
+    assert {e["label"]: e["mmer_mean"] for e in saved["entries"]} == pytest.approx({"gtrxl": 0.2, "gru": -0.4})
+    png = Path(report["plots"][ID])
+    assert png == out / "curves" / f"{ID.replace('/', '_')}.png" and png.stat().st_size > 1000
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"rows": [{"env": ID, "model": "GRU"}]}))
+    with pytest.raises(ValueError, match="each row needs"):
+        load_baselines(bad)
+
+
+# -- real tiny sweeps -------------------------------------------------------------------------------
+def test_sweep_runs_skips_continues_and_refuses_a_replan(tmp_path):
+    lines: list[str] = []
+    runs_ = _plan(tmp_path)
+    sweep(runs_, progress=False, log=lines.append)
+    assert [ln.split(": ")[1] for ln in lines[::2]] == ["training"] * 4
+    assert all(status(r)[0] == "done" for r in runs_)
+    results = [json.loads((r.dir / "result.json").read_text()) for r in runs_]
+    assert [res["tokens"] for res in results] == [32] * 4
+    stamps = [(r.dir / "result.json").stat().st_mtime_ns for r in runs_]
+    lines.clear()
+    sweep(runs_, progress=False, log=lines.append)
+    assert len(lines) == 4 and all(ln.endswith("done at update 4, skipped") for ln in lines)
+    assert [(r.dir / "result.json").stat().st_mtime_ns for r in runs_] == stamps
+    longer = _plan(tmp_path, seeds=1, steps=48)  # a larger --steps continues the finished runs
+    assert [status(r) for r in longer] == [("resume", 4)] * 2
+    sweep(longer, progress=False, log=lines.append)
+    assert [json.loads((r.dir / "result.json").read_text())["tokens"] for r in longer] == [48, 48]
+    with pytest.raises(ValueError, match="lr: saved 0.0005, asked 0.001"):
+        status(_plan(tmp_path, lr=1e-3)[0])
+    table_ = {(e["label"], e["trials"]) for e in table(runs(tmp_path))}
+    assert table_ == {("lstm", 2), ("gtrxl_bg0", 2)}
+
+
+def _load_killing():
+    spec = importlib.util.spec_from_file_location("_train_killing", Path(__file__).parents[1] / "train" / "killing.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.kill_when_flagged
+
+
+def _sweep_cmd(out: Path) -> list[str]:
+    return [sys.executable, "-m", "tfamily.cli", "rl", "sweep", *ARGS, "--members", "lstm", "gtrxl",
+            "--out", str(out)]
+
+
+def _env(**extra: str) -> dict:
+    env = dict(os.environ, OMP_NUM_THREADS="1", **extra)
+    env.pop("PYTEST_XDIST_WORKER", None)
+    return env
+
+
+def test_sweep_resumes_a_killed_run_bitwise(tmp_path):
+    full, killed, flag = tmp_path / "full", tmp_path / "killed", tmp_path / "halted"
+    done = subprocess.run(_sweep_cmd(full), env=_env(), capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    proc = subprocess.Popen(_sweep_cmd(killed), env=_env(TFAMILY_TEST_HALT="step:6", TFAMILY_TEST_HALT_FILE=str(flag)),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    _load_killing()(proc, flag, "step 6 of the first run")
+    again = subprocess.run(_sweep_cmd(killed), env=_env(), capture_output=True, text=True, timeout=300)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert "[1/2] tfamily/RememberFirst-v0 lstm s0: resuming from update 4" in again.stderr
+    assert "[2/2] tfamily/RememberFirst-v0 gtrxl s0: training" in again.stderr
+    for label in ("lstm", "gtrxl"):
+        a, b = (_curve(d / "tfamily_RememberFirst-v0" / f"{label}-s0") for d in (full, killed))
+        assert len(a) == 8 and a == b
+
+
+def _curve(run: Path) -> list[tuple]:
+    """train.csv without its timing columns."""
+    return [(r["step"], r["tokens"], r["loss"], r["grad_norm"], r["mean_return"], r["episodes"])
+            for r in read_csv(run / "train.csv")]
+
+
+def test_cli_sweep_dry_run_table_and_bad_input(tmp_path, capsys):
+    out = tmp_path / "sw"
+    assert main(["rl", "sweep", *ARGS, "--members", "gru", "--out", str(out), "--dry-run"]) == 0
+    assert capsys.readouterr().out.strip().endswith("gru-s0: new")
+    assert main(["rl", "sweep", *ARGS, "--members", "gru", "--out", str(out)]) == 0
+    capsys.readouterr()
+    assert main(["rl", "table", str(out), "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert [e["label"] for e in report["entries"]] == ["gru"] and Path(report["plots"][ID]).is_file()
+    for argv, message in ((["rl", "sweep", *ARGS, "--members", "gtrxl:bias=1", "--out", str(out)], "gate_bias=X"),
+                          (["rl", "table", str(tmp_path / "none")], "does not exist")):
+        assert main(argv) == 2
+        err = capsys.readouterr().err
+        assert message in err and err.count("\n") == 1
