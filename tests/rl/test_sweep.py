@@ -236,3 +236,18 @@ def test_cli_sweep_dry_run_table_and_bad_input(tmp_path, capsys):
         assert main(argv) == 2
         err = capsys.readouterr().err
         assert message in err and err.count("\n") == 1
+
+
+@pytest.mark.slow  # spawns two interpreters that import torch: ~20 s of CPU
+def test_parallel_jobs_equal_one_job(tmp_path):
+    threads = torch.get_num_threads()
+    try:
+        one, two = _plan(tmp_path / "one", seeds=1), _plan(tmp_path / "two", seeds=1)
+        sweep(one, progress=False, threads=1, log=lambda line: None)
+        lines: list[str] = []
+        sweep(two, jobs=2, threads=1, log=lines.append)
+        assert [ln.split(": ")[1] for ln in lines[:2]] == ["queued (new)"] * 2
+    finally:
+        torch.set_num_threads(threads)
+    for a, b in zip(one, two):
+        assert _curve(a.dir) == _curve(b.dir) and len(_curve(a.dir)) == 4
