@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from tfamily.cli import main
-from tfamily.rl.sweep import parse_torso, plan, status, sweep
+from tfamily.rl.sweep import Torso, parse_torso, plan, status, sweep
 from tfamily.rl.table import runs, table
 from tfamily.rl.toy import ID
 from tfamily.rl.train import make_policy
@@ -34,7 +34,7 @@ def _plan(out, members=("lstm", "gtrxl:gate_bias=0"), seeds=2, steps=32, **kw):
 
 # -- torso labels and the gate bias ----------------------------------------------------------------
 def test_labels():
-    assert parse_torso("gtrxl") == parse_torso("gtrxl")
+    assert parse_torso("gtrxl") == Torso("gtrxl", "gtrxl", None)
     t = parse_torso("gtrxl:gate_bias=0")
     assert (t.label, t.member, t.gate_bias) == ("gtrxl_bg0", "gtrxl", 0.0)
     assert parse_torso("gtrxl:gate_bias=2.5").label == "gtrxl_bg2.5"
