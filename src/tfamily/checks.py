@@ -77,6 +77,12 @@ def check_recurrent(spec: Spec) -> None:
         raise ValueError(f"depth {spec.depth.name!r} with model 'encoder': a recurrent stack reads left to right, "
                          f"so a masked-LM encoder would not see the right context; use model 'decoder' or "
                          f"'encoder_decoder'")
+    if POSITIONS.entry(spec.position.name).info.get("stage") != "input":
+        raise ValueError(f"position {spec.position.name!r} with depth {spec.depth.name!r}: it enters attention "
+                         f"scores, and a recurrent stack has none; use position 'none' (or an input position)")
+    if spec.depth.checkpointing:
+        raise ValueError(f"depth {spec.depth.name!r} with depth.checkpointing=True: a recurrent stack is one torch "
+                         f"module, not layers to recompute; set checkpointing=False")
     p = spec.depth.params
     if spec.model == "encoder_decoder" and spec.position.name != "none":
         raise ValueError(f"position {spec.position.name!r} with a recurrent encoder-decoder: its recurrences give "

@@ -134,6 +134,8 @@ def test_right_padding_is_harmless_and_left_padding_refused():
     (dict(state__name="kv_cache"), "recurrent depth carries its hidden state"),
     (dict(depth__params={"alignment": "dot"}), "language model .* takes none"),
     (dict(model="encoder", objective__name="masked_lm"), "reads left to right"),
+    (dict(position__name="relative"), "enters attention scores"),
+    (dict(depth__checkpointing=True), "not layers to recompute"),
 ])
 def test_invalid_pairs_are_refused_naming_both_choices(override, match):
     with pytest.raises(ValueError, match=match):
