@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 import torch
+import yaml
 
 from tfamily.cli import main
 from tfamily.rl.sweep import Torso, parse_torso, plan, status, sweep
@@ -175,3 +176,15 @@ def test_parallel_jobs_equal_one_job(tmp_path):
         torch.set_num_threads(threads)
     for a, b in zip(one, two):
         assert _curve(a.dir) == _curve(b.dir) and len(_curve(a.dir)) == 4
+
+
+def test_train_gate_bias_flag(tmp_path, capsys):
+    """`tfamily rl train --gate-bias` is the single-run form of a sweep's gtrxl:gate_bias=X."""
+    out = tmp_path / "run"
+    argv = ["rl", "train", "--env", ID, "--member", "gtrxl", "--gate-bias", "0", "--steps", "16", "--out", str(out),
+            *ARGS[ARGS.index("--n-envs"):]]
+    assert main(argv) == 0
+    assert yaml.safe_load((out / "config.yaml").read_text())["model"]["gate_bias"] == 0.0
+    argv[argv.index("gtrxl")] = "lstm"
+    assert main(argv) == 2
+    assert "has no residual gate" in capsys.readouterr().err
