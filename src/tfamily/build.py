@@ -210,8 +210,10 @@ STATES.register("rnn_hidden", lambda spec, layers: layers.new_state, needs=("spe
 def _rnn_encoder_decoder(spec: Spec) -> nn.Module:
     o = {**RNN_OPTIONS, **spec.depth.params}
     cell, d, n_dec = spec.depth.name, spec.d_model, spec.depth.n_layers
-    embed = TokenEmbedding(spec.vocab_size, d)
-    head = LMHead(d, spec.vocab_size, tied=embed if spec.tie_embeddings else None)
+    objective_ = objective(spec)
+    rows = _rows(spec, objective_)  # T5's sentinels are ids past the data's vocabulary
+    embed = TokenEmbedding(rows, d)
+    head = LMHead(d, rows, tied=embed if spec.tie_embeddings else None)
     encoder = make_rnn(cell, d, d, spec.depth.n_enc_layers or n_dec, dropout=spec.dropout,
                        bidirectional=o["bidirectional"])
     d_context = d * (2 if o["bidirectional"] else 1)
@@ -223,7 +225,7 @@ def _rnn_encoder_decoder(spec: Spec) -> nn.Module:
         feeding = o["input_feeding"] and score is not None
         rnn = make_rnn(cell, d + (d if feeding else 0), d, n_dec, dropout=spec.dropout)
         decoder = LuongDecoder(rnn, score, d, d_context, feeding)
-    return RNNEncoderDecoder(embed, encoder, decoder, head, objective(spec), spec.dropout)
+    return RNNEncoderDecoder(embed, encoder, decoder, head, objective_, spec.dropout)
 
 
 def _any_encoder_decoder(spec: Spec) -> nn.Module:

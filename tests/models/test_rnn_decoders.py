@@ -112,3 +112,12 @@ def test_bad_choices_are_refused_naming_the_fix(params, match):
 def test_positions_are_refused_for_a_recurrent_encoder_decoder():
     with pytest.raises(ValueError, match="set position 'none'"):
         members.luong_attention(position__name="sinusoidal")
+
+
+def test_span_corruption_trains_the_recurrent_encoder_decoder_with_its_reserved_ids():
+    torch.manual_seed(0)
+    net = tfamily.build(members.bahdanau_attention(vocab_size=V, d_model=16, objective__name="span_corruption"))
+    assert net.embed.vocab_size > V  # T5's sentinels get rows of their own
+    loss, _ = net.loss({"x": torch.randint(0, V, (2, 30), generator=torch.Generator().manual_seed(1))})
+    loss.backward()
+    assert torch.isfinite(loss)
