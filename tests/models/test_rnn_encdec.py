@@ -8,8 +8,6 @@ import itertools
 import pytest
 import torch
 
-import tfamily
-from tfamily import members
 from tfamily.models.generate import beam_search, greedy_decode
 from tfamily.train.config import load
 from tfamily.train.loop import Trainer
