@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tfamily.rl.table import curve, load_baselines, markdown, mmer, runs, table, write
+from tfamily.rl.table import curve, load_baselines, markdown, mmer, reached, runs, table, write
 from tfamily.rl.toy import ID
 
 
@@ -63,6 +63,17 @@ def test_table_mean_and_std_over_trials(tmp_path):
     assert f"| {ID} | gtrxl | 2 | 64 | 0.625 ± 0.177 | 0.375 ± 0.530 | 0.750 ± 0.354 | 150 |" in text
     assert f"| {ID} | lstm | 1 | 64 | -0.250 | -0.750 | -0.500 | 100 |" in text
     assert "not included (no source" in text and "gtrxl-s2" in text.split("Pending")[1]
+    # the speed column: gtrxl reaches 0.5 at 32 (seed 0) and 48 (seed 1) env steps, lstm never
+    fast = {e["label"]: e for e in table(rows, reach=0.5)}
+    assert (fast["gtrxl"]["reached"], fast["gtrxl"]["reach_steps_mean"]) == (2, 40)
+    assert fast["lstm"]["reached"] == 0 and math.isnan(fast["lstm"]["reach_steps_mean"])
+    text = markdown(list(fast.values()), load_baselines(None), [])
+    assert "steps to return >= 0.5 |" in text and "| 40 (2/2 trials) |" in text and "| not reached |" in text
+
+
+def test_reached():
+    assert reached([16, 32, 48], [-0.5, 0.5, 0.25], 0.25) == 32
+    assert reached([16, 32, 48], [-0.5, 0.5, 0.25], 0.6) is None
 
 
 def test_write_table_files_plots_and_baselines(tmp_path):

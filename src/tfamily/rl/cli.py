@@ -59,6 +59,8 @@ def add_parser(sub) -> None:
     t.add_argument("dir", metavar="DIR")
     t.add_argument("--out", metavar="DIR", help="where to write (default: DIR)")
     t.add_argument("--baselines", metavar="JSON", help="published rows to print beside ours (see rl/table.py)")
+    t.add_argument("--reach", type=float, metavar="RETURN",
+                   help="add the env steps until the batch-mean return first reached RETURN")
     t.add_argument("--json", action="store_true")
     t.set_defaults(func=_table)
 
@@ -164,7 +166,7 @@ def _sweep(args) -> int:
 
 def _table(args) -> int:
     from .table import write
-    report = write(args.dir, args.out, args.baselines)
+    report = write(args.dir, args.out, args.baselines, args.reach)
     if args.json:
         print(json.dumps({k: v for k, v in report.items() if k != "text"}, indent=1))
     else:

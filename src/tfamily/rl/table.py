@@ -71,14 +71,21 @@ def runs(sweep_dir: str | Path) -> list[dict]:
     return out
 
 
-def table(rows: list[dict]) -> list[dict]:
-    """One entry per (env, label) over its finished trials: MMER, final and eval return."""
+def reached(xs: list[int], ys: list[float], level: float) -> int | None:
+    """The first env step whose batch-mean return is >= ``level`` (None: never)."""
+    return next((x for x, y in zip(xs, ys) if y >= level), None)
+
+
+def table(rows: list[dict], reach: float | None = None) -> list[dict]:
+    """One entry per (env, label) over its finished trials: MMER, final and eval return; with
+    ``reach``, the env steps until the batch-mean return first reached it (a speed MMER hides
+    once every torso saturates), over the trials that reached it."""
     groups: dict[tuple[str, str], list[dict]] = {}
     for r in rows:
         if r["finished"] and r["mean_return"]:
             groups.setdefault((r["env"], r["label"]), []).append(r)
     out = []
-    for (env, label), trials in groups.items():
+    for (env, label), trials in sorted(groups.items(), key=lambda kv: (kv[0][0], _order(kv[0][1]))):
         trials = sorted(trials, key=lambda t: t["seed"])
         m, s = mean_std([mmer(t["mean_return"]) for t in trials])
         f, fs = mean_std([t["mean_return"][-1] for t in trials])
@@ -88,7 +95,17 @@ def table(rows: list[dict]) -> list[dict]:
                     "env_steps": min(t["result"]["tokens"] for t in trials), "mmer_mean": m, "mmer_std": s,
                     "final_mean": f, "final_std": fs, "eval_mean": e, "eval_std": es,
                     "env_steps_per_s": statistics.fmean(t["result"]["tokens_per_s"] for t in trials)})
+        if reach is not None:
+            hit = [x for t in trials if (x := reached(t["env_steps"], t["mean_return"], reach)) is not None]
+            out[-1].update(reach=reach, reached=len(hit), reach_steps_mean=statistics.fmean(hit) if hit else math.nan)
     return out
+
+
+def _order(label: str) -> tuple:
+    """The sweep's default torso order (rl/sweep.py), then other labels alphabetically."""
+    from .sweep import TORSOS, parse_torso
+    labels = [parse_torso(t).label for t in TORSOS]
+    return (labels.index(label), "") if label in labels else (len(labels), label)
 
 
 def load_baselines(path: str | Path | None) -> dict:
@@ -103,6 +120,14 @@ def load_baselines(path: str | Path | None) -> dict:
     return {"source": data.get("source"), "rows": rows}
 
 
+def _reach(e: dict) -> str:
+    if "reach" not in e:
+        return ""
+    if not e["reached"]:
+        return " not reached |"
+    return f" {e['reach_steps_mean']:,.0f} ({e['reached']}/{e['trials']} trials) |"
+
+
 def _pm(mean: float, std: float) -> str:
     if math.isnan(mean):
         return "n/a"
@@ -110,14 +135,17 @@ def _pm(mean: float, std: float) -> str:
 
 
 def markdown(entries: list[dict], baselines: dict, pending: list[dict]) -> str:
-    lines = ["| env | torso | trials | env steps | MMER | final batch-mean return | eval return | env steps/s |",
-             "|---|---|---|---|---|---|---|---|"]
+    reach = next((e["reach"] for e in entries if "reach" in e), None)
+    extra = "" if reach is None else f" steps to return >= {reach:g} |"
+    head = "| env | torso | trials | env steps | MMER | final batch-mean return | eval return | env steps/s |"
+    lines = [head + extra,
+             "|---|---|---|---|---|---|---|---|" + ("" if reach is None else "---|")]
     envs = list(dict.fromkeys([e["env"] for e in entries] + [b["env"] for b in baselines["rows"]]))
     for env in envs:
         for e in (e for e in entries if e["env"] == env):
             lines.append(f"| {env} | {e['label']} | {e['trials']} | {e['env_steps']:,} | "
                          f"{_pm(e['mmer_mean'], e['mmer_std'])} | {_pm(e['final_mean'], e['final_std'])} | "
-                         f"{_pm(e['eval_mean'], e['eval_std'])} | {e['env_steps_per_s']:,.0f} |")
+                         f"{_pm(e['eval_mean'], e['eval_std'])} | {e['env_steps_per_s']:,.0f} |" + _reach(e))
         for b in (b for b in baselines["rows"] if b["env"] == env):
             std = b.get("mmer_std")
             lines.append(f"| {env} | POPGym {b['model']} ({b['ref']}) | | | "
@@ -145,7 +173,7 @@ def plot_env(env: str, rows: list[dict], out: str | Path) -> Path:
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     fig, ax = plt.subplots(figsize=(7, 4.5))
-    labels = list(dict.fromkeys(r["label"] for r in rows))
+    labels = sorted(dict.fromkeys(r["label"] for r in rows), key=_order)
     for label in labels:
         trials = [r for r in rows if r["label"] == label and r["env_steps"]]
         if not trials:
@@ -168,13 +196,14 @@ def plot_env(env: str, rows: list[dict], out: str | Path) -> Path:
     return out
 
 
-def write(sweep_dir: str | Path, out: str | Path | None = None, baselines: str | Path | None = None) -> dict:
+def write(sweep_dir: str | Path, out: str | Path | None = None, baselines: str | Path | None = None,
+          reach: float | None = None) -> dict:
     """table.md, table.csv, table.json and curves/<env>.png for the sweep in ``sweep_dir``."""
     rows = runs(sweep_dir)
     base = load_baselines(baselines)
     out = Path(out) if out is not None else Path(sweep_dir)
     out.mkdir(parents=True, exist_ok=True)
-    entries = table(rows)
+    entries = table(rows, reach)
     pending = [r for r in rows if not r["finished"]]
     md = markdown(entries, base, pending)
     (out / "table.md").write_text(md, encoding="utf-8")
