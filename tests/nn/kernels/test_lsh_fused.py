@@ -67,15 +67,77 @@ def test_float32_agrees_within_rounding(monkeypatch):
 
 def test_the_compiled_path_serves_only_what_it_can_mask():
     q = torch.randn(1, 1, 8, 4)
-    assert fused.usable(q, Causal(), None, 0.0) is not None
-    assert fused.usable(q, Full(), None, 0.0) is not None
-    assert fused.usable(q, Causal(), None, 0.1) is None                       # dropout
-    assert fused.usable(q, Causal(), torch.zeros(1, 1, 8, 8), 0.0) is None    # an additive bias
-    assert fused.usable(q, SlidingWindow(4), None, 0.0) is None               # another pattern
-    assert fused.usable(q.half(), Causal(), None, 0.0) is None                # half precision
+    assert fused.usable(q, Causal(), None) is not None
+    assert fused.usable(q, Full(), None) is not None
+    assert fused.usable(q, Causal(), torch.zeros(1, 1, 8, 8)) is None    # an additive bias
+    assert fused.usable(q, SlidingWindow(4), None) is None               # another pattern
+    assert fused.usable(q.half(), Causal(), None) is None                # half precision
 
 
 def test_half_chunk_tiles_only_for_windows_that_end_at_their_query():
     assert fused.tile_rows(64, causal_windows=True) == 32
     assert fused.tile_rows(64, causal_windows=False) == 64
     assert fused.tile_rows(15, causal_windows=True) == 15
+
+
+def _dropout_call(q, v, kernel, p, seed, pattern=Causal()):
+    torch.manual_seed(seed)  # rotations and the dropout seed both come from torch's generator
+    return kernel(q, F.normalize(q, dim=-1), v, pattern=pattern, dropout_p=p)[0]
+
+
+@pytest.mark.parametrize("rounds,keep", [(1, True), (3, True), (2, False)])
+def test_dropout_gradients_match_finite_differences(monkeypatch, rounds, keep):
+    """With the seed fixed the dropped call is a deterministic function: its backward must be the
+    derivative of its forward (the masks are redrawn, not stored)."""
+    if not keep:
+        monkeypatch.setattr(fused, "KEEP_PROBS", 0)
+    gen = torch.Generator().manual_seed(rounds)
+    q = torch.randn(1, 1, 24, 4, dtype=torch.float64, generator=gen, requires_grad=True)
+    v = torch.randn(1, 1, 24, 4, dtype=torch.float64, generator=gen, requires_grad=True)
+    kernel = LSHKernel(n_hashes=rounds, bucket_size=4)
+    assert torch.autograd.gradcheck(lambda a, b: _dropout_call(a, b, kernel, 0.3, 11), (q, v), eps=1e-6, atol=1e-5)
+
+
+def test_dropout_is_seeded_unbiased_and_drops_its_share():
+    gen = torch.Generator().manual_seed(0)
+    q = torch.randn(1, 2, 128, 16, dtype=torch.float64, generator=gen)
+    v = torch.randn(1, 2, 128, 16, dtype=torch.float64, generator=gen)
+    kernel = LSHKernel(n_hashes=2, bucket_size=16)
+    plain = _dropout_call(q, v, kernel, 0.0, 5)
+    a, b = _dropout_call(q, v, kernel, 0.25, 5), _dropout_call(q, v, kernel, 0.25, 5)
+    assert torch.equal(a, b)                                    # same generator state, same masks
+    assert not torch.equal(a, plain)                            # and it does drop
+    # The rotations are fixed by the seed; vary only the dropout seed and average: E[out] = plain.
+    torch.manual_seed(5)
+    lay_state = torch.get_rng_state()
+    outs = []
+    for i in range(300):
+        torch.set_rng_state(lay_state)
+        outs.append(_dropout_mean_call(q, v, kernel, 0.25, i))
+    mean = torch.stack(outs).mean(0)
+    err = (mean - plain).abs().mean() / plain.abs().mean()
+    assert err < 0.05, f"dropout is biased: mean relative error {err:.3f}"
+    # A value vector of ones gives each row the sum of its kept weights: about (1 - p) / (1 - p) = 1
+    # on average, and exactly 0 or 1/(1-p) multiples per key, so its spread shows the drop rate.
+    ones = torch.ones_like(v)
+    row_sums = torch.stack([_dropout_call(q, ones, kernel, 0.25, 100 + i)[..., 0] for i in range(50)])
+    assert abs(row_sums.mean().item() - 1.0) < 0.02
+
+
+def _dropout_mean_call(q, v, kernel, p, dropout_seed):
+    """The kernel with fixed rotations (generator state set by the caller) and a dropout seed drawn
+    from a separate generator state."""
+    real = torch.randint
+    calls = {"n": 0}
+
+    def seeded(*args, **kwargs):  # the dropout seed is the kernel's only randint call
+        calls["n"] += 1
+        return torch.tensor(1_000_003 * (dropout_seed + 1))
+
+    torch.randint = seeded
+    try:
+        out = kernel(q, F.normalize(q, dim=-1), v, pattern=Causal(), dropout_p=p)[0]
+    finally:
+        torch.randint = real
+    assert calls["n"] == 1
+    return out

@@ -187,7 +187,28 @@ struct Inputs {
   const at::Tensor &q, &k, &v, &perm, &slot, &lo, &hi, &valid;
   bool causal;
   double scale;
+  double dropout;  // attention dropout on the probabilities (0: none)
+  int64_t seed;    // its masks are a hash of (seed, row, round, query, key): the backward redraws them
 };
+
+inline uint64_t mix(uint64_t x) {  // splitmix64's finaliser
+  x += 0x9e3779b97f4a7c15ULL;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
+
+// Dropout factors of one query's window: 1 / (1 - p) where kept, 0 where dropped. Counter-based,
+// so forward and backward draw the same mask without storing it (as chunks.py replays its masks
+// from a seed), whatever the order in which threads visit the tiles.
+template <typename T>
+void dropout_row(const Inputs& in, const Geometry& G, int64_t g, int64_t r, int64_t qpos, const int64_t* kpos,
+                 T* z) {
+  const uint64_t row = mix(static_cast<uint64_t>(in.seed) ^ mix(static_cast<uint64_t>((g * G.R + r) * G.Lp + qpos)));
+  const uint64_t keep = static_cast<uint64_t>((1.0 - in.dropout) * 4294967296.0);
+  const T scale = T(1) / T(1 - in.dropout);
+  for (int64_t w = 0; w < G.W; ++w) z[w] = (mix(row ^ static_cast<uint64_t>(kpos[w])) >> 32) < keep ? scale : T(0);
+}
 
 template <typename T>
 void forward_impl(const Inputs& in, const Geometry& G, at::Tensor& out, at::Tensor& lse, at::Tensor& probs,
@@ -204,7 +225,7 @@ void forward_impl(const Inputs& in, const Geometry& G, at::Tensor& out, at::Tens
     at::parallel_for(0, G.BH * G.nt, 1, [&](int64_t t0, int64_t t1) {
       OneBlasThread one_thread;
       Tile<T> tile(G);
-      std::vector<T> o(cq * e), lr(cq);
+      std::vector<T> o(cq * e), lr(cq), pz(in.dropout > 0 ? cq * W : 0);
       for (int64_t task = t0; task < t1; ++task) {
         const int64_t g = task / G.nt, j = task % G.nt;
         tile.load(Q, K, V, P, S, LO, HI, VA, in.causal, T(in.scale), g, r, j, true);
@@ -237,7 +258,16 @@ void forward_impl(const Inputs& in, const Geometry& G, at::Tensor& out, at::Tens
           std::copy(tile.s.begin(), tile.s.end(), KEPT + ((r * G.BH + g) * G.nt + j) * cq * W);
           for (int64_t i = 0; i < cq; ++i) LR[(r * G.BH + g) * Lp + tile.qpos[i]] = lr[i];
         }
-        mm<T>(false, false, cq, e, W, tile.s.data(), W, tile.v.data(), e, T(0), o.data(), e);
+        const T* pv = tile.s.data();
+        if (in.dropout > 0) {
+          for (int64_t i = 0; i < cq; ++i) {
+            T* zi = &pz[i * W];
+            dropout_row(in, G, g, r, tile.qpos[i], tile.kpos.data(), zi);
+            for (int64_t w = 0; w < W; ++w) zi[w] *= tile.s[i * W + w];
+          }
+          pv = pz.data();
+        }
+        mm<T>(false, false, cq, e, W, pv, W, tile.v.data(), e, T(0), o.data(), e);
         for (int64_t i = 0; i < cq; ++i) {  // merge this round into (out, lse), as flash attention merges blocks
           const int64_t row = g * Lp + tile.qpos[i];
           T* dst = O + row * e;
@@ -280,6 +310,7 @@ void backward_impl(const Inputs& in, const Geometry& G, const at::Tensor& lse, c
         OneBlasThread one_thread;
         Tile<T> tile(G);
         std::vector<T> dO(cq * e), dp(cq * W), gq(cq * e), gk(W * e), gv(W * e);
+        std::vector<T> z(in.dropout > 0 ? cq * W : 0), pz(in.dropout > 0 ? cq * W : 0);
         for (int64_t task = t0; task < t1; ++task) {
           const int64_t g = task / per_phase, j = (task % per_phase) * phases + ph;
           if (j >= G.nt) continue;
@@ -305,12 +336,27 @@ void backward_impl(const Inputs& in, const Geometry& G, const at::Tensor& lse, c
             for (int32_t w = a; w <= b; ++w) si[w] = exp_nonpos(si[w] - l) * ki[w];
           }
           // dP = dO V^T; dS = P (dP - rowsum(dO * O)); dQ = dS K; dK = dS^T Q; dV = P^T dO
+          // With dropout Z: O = (P Z) V, so dV = (P Z)^T dO and dS = P (Z dP - rowsum(dO * O)).
+          const T* pv = tile.s.data();
+          if (in.dropout > 0) {
+            for (int64_t i = 0; i < cq; ++i) {
+              dropout_row(in, G, g, r, tile.qpos[i], tile.kpos.data(), &z[i * W]);
+              for (int64_t w = 0; w < W; ++w) pz[i * W + w] = z[i * W + w] * tile.s[i * W + w];
+            }
+            pv = pz.data();
+          }
           mm<T>(false, true, cq, W, e, dO.data(), e, tile.v.data(), e, T(0), dp.data(), W);
-          mm<T>(true, false, W, e, cq, tile.s.data(), W, dO.data(), e, T(0), gv.data(), e);
+          mm<T>(true, false, W, e, cq, pv, W, dO.data(), e, T(0), gv.data(), e);
           for (int64_t i = 0; i < cq; ++i) {
             const T d = DL[g * Lp + tile.qpos[i]];
             T* dpi = &dp[i * W];
             const T* pi = &tile.s[i * W];
+            if (in.dropout > 0) {
+              const T* zi = &z[i * W];
+#pragma omp simd
+              for (int64_t w = 0; w < W; ++w) dpi[w] = pi[w] * (zi[w] * dpi[w] - d);
+              continue;
+            }
 #pragma omp simd
             for (int64_t w = 0; w < W; ++w) dpi[w] = pi[w] * (dpi[w] - d);
           }
@@ -353,13 +399,14 @@ void check(const Inputs& in, int64_t c, int64_t cq) {
                   valid.size(0) == q.size(0) && valid.size(1) == q.size(1),
               "lsh_chunks: valid must be uint8 (rows, Lp)");
   TORCH_CHECK(q.scalar_type() == at::kFloat || q.scalar_type() == at::kDouble, "lsh_chunks: float32 or float64 only");
+  TORCH_CHECK(in.dropout >= 0 && in.dropout < 1, "lsh_chunks: dropout must be in [0, 1)");
 }
 
 std::vector<at::Tensor> lsh_forward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                                     const at::Tensor& perm, const at::Tensor& slot, const at::Tensor& lo,
                                     const at::Tensor& hi, const at::Tensor& valid, bool causal, double scale,
-                                    int64_t c, int64_t cq, bool keep_probs) {
-  const Inputs in{q, k, v, perm, slot, lo, hi, valid, causal, scale};
+                                    int64_t c, int64_t cq, double dropout, int64_t seed, bool keep_probs) {
+  const Inputs in{q, k, v, perm, slot, lo, hi, valid, causal, scale, dropout, seed};
   check(in, c, cq);
   const Geometry G = geometry(q, perm, c, cq);
   at::Tensor out = at::zeros_like(q), lse = at::empty({G.BH, G.Lp}, q.options());
@@ -376,9 +423,10 @@ std::vector<at::Tensor> lsh_forward(const at::Tensor& q, const at::Tensor& k, co
 std::vector<at::Tensor> lsh_backward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                                      const at::Tensor& perm, const at::Tensor& slot, const at::Tensor& lo,
                                      const at::Tensor& hi, const at::Tensor& valid, bool causal, double scale,
-                                     int64_t c, int64_t cq, const at::Tensor& lse, const at::Tensor& probs,
-                                     const at::Tensor& lse_rounds, const at::Tensor& dout, const at::Tensor& delta) {
-  const Inputs in{q, k, v, perm, slot, lo, hi, valid, causal, scale};
+                                     int64_t c, int64_t cq, double dropout, int64_t seed, const at::Tensor& lse,
+                                     const at::Tensor& probs, const at::Tensor& lse_rounds, const at::Tensor& dout,
+                                     const at::Tensor& delta) {
+  const Inputs in{q, k, v, perm, slot, lo, hi, valid, causal, scale, dropout, seed};
   check(in, c, cq);
   TORCH_CHECK(dout.sizes() == q.sizes() && dout.is_contiguous() && dout.scalar_type() == q.scalar_type(),
               "lsh_chunks: dout must match q");
@@ -396,9 +444,10 @@ std::vector<at::Tensor> lsh_backward(const at::Tensor& q, const at::Tensor& k, c
 
 TORCH_LIBRARY(tfamily_native, m) {
   m.def("lsh_forward(Tensor q, Tensor k, Tensor v, Tensor perm, Tensor slot, Tensor lo, Tensor hi, "
-        "Tensor valid, bool causal, float scale, int c, int cq, bool keep_probs) -> Tensor[]");
+        "Tensor valid, bool causal, float scale, int c, int cq, float dropout, int seed, bool keep_probs) -> Tensor[]");
   m.def("lsh_backward(Tensor q, Tensor k, Tensor v, Tensor perm, Tensor slot, Tensor lo, Tensor hi, "
-        "Tensor valid, bool causal, float scale, int c, int cq, Tensor lse, Tensor probs, Tensor lse_rounds, "
+        "Tensor valid, bool causal, float scale, int c, int cq, float dropout, int seed, Tensor lse, Tensor probs, "
+        "Tensor lse_rounds, "
         "Tensor dout, Tensor delta) -> Tensor[]");
 }
 

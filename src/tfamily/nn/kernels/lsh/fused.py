@@ -4,7 +4,9 @@ The same function as ``chunks.LSHFunction`` (tested equal in outputs and gradien
 (row, sorted chunk) tile at a time, gathered, scored, masked and normalised in cache, rounds
 merged by log-sum-exp, and a backward that recomputes the scores from the saved log-sum-exp.
 It serves calls the C++ knows how to mask: the full or the causal pattern, no additive bias,
-no attention dropout, float32 or float64 on the CPU; the others keep the PyTorch path.
+float32 or float64 on the CPU; the others keep the PyTorch path. Attention dropout draws its
+masks from a hash of (seed, row, round, query, key) (the seed from torch's generator, as the
+PyTorch path's), so the masks differ from that path's but follow the same law.
 """
 from __future__ import annotations
 
@@ -17,10 +19,10 @@ from .chunks import KEEP_PROBS, alone, self_allowed
 from .layout import Layout
 
 
-def usable(q: Tensor, pattern: Pattern, bias, dropout_p: float):
+def usable(q: Tensor, pattern: Pattern, bias):
     """The compiled ops when they can serve this call, else None."""
     if (q.device.type != "cpu" or q.dtype not in (torch.float32, torch.float64) or bias is not None
-            or dropout_p > 0 or type(pattern) not in (Full, Causal)):
+            or type(pattern) not in (Full, Causal)):
         return None
     return native.ops()
 
@@ -35,11 +37,13 @@ def tile_rows(chunk_len: int, causal_windows: bool) -> int:
 
 class FusedLSHFunction(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, q, k, v, lay: Layout, pattern: Pattern, scale: float, causal_windows: bool, ops):
+    def forward(ctx, q, k, v, lay: Layout, pattern: Pattern, scale: float, causal_windows: bool,
+                dropout_p: float, ops):
         b, h, lp, e = q.shape
         c = lay.chunk_len
         cq = tile_rows(c, causal_windows)
-        args = _layout_args(lay, h) + (bool(pattern.causal), float(scale), c, cq)
+        seed = int(torch.randint(0, 2 ** 62, ()).item()) if dropout_p > 0 else 0
+        args = _layout_args(lay, h) + (bool(pattern.causal), float(scale), c, cq, float(dropout_p), seed)
         # As chunks.py: keep every round's tile probabilities for the backward when they fit.
         keep = lay.n_rounds * b * h * lp * min(c + cq, lp) <= KEEP_PROBS
         qf, kf, vf = (t.reshape(b * h, lp, e).contiguous() for t in (q, k, v))
@@ -61,7 +65,7 @@ class FusedLSHFunction(torch.autograd.Function):
                                           delta.view(rows, lp))
         dv.view(-1, e)[only] += do.view(-1, e)[only]
         shape = dout.shape
-        return dq.view(shape), dk.view(shape), dv.view(shape), None, None, None, None, None
+        return dq.view(shape), dk.view(shape), dv.view(shape), None, None, None, None, None, None
 
 
 def _layout_args(lay: Layout, h: int) -> tuple:

@@ -98,10 +98,10 @@ class LSHKernel:
         cfg = ChunkConfig(pattern, scale, dropout_p, n)
         pad = lay.padded_len - n
         qp, kp, vp = (F.pad(t, (0, 0, 0, pad)) if pad else t for t in (q, k, v))
-        ops = usable(q, pattern, bias, dropout_p) if self.memory_efficient else None
+        ops = usable(q, pattern, bias) if self.memory_efficient else None
         if ops is not None:
             out = FusedLSHFunction.apply(qp, kp, vp, lay, pattern, scale,
-                                         self.same_bucket_only and pattern.causal, ops)
+                                         self.same_bucket_only and pattern.causal, dropout_p, ops)
         elif self.memory_efficient and bias is None:
             if dropout_p > 0:
                 cfg.seed = int(torch.randint(0, 2 ** 62, ()).item())
