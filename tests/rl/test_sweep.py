@@ -188,3 +188,21 @@ def test_train_gate_bias_flag(tmp_path, capsys):
     argv[argv.index("gtrxl")] = "lstm"
     assert main(argv) == 2
     assert "has no residual gate" in capsys.readouterr().err
+
+
+def test_a_failing_run_does_not_stop_the_sweep(tmp_path, monkeypatch):
+    import tfamily.rl.sweep as sweep_module
+    real = sweep_module.execute
+
+    def execute(run, **kw):
+        if run.torso.label == "lstm":
+            raise ValueError("loaded state dict contains a parameter group that doesn't match")
+        return real(run, **kw)
+
+    monkeypatch.setattr(sweep_module, "execute", execute)
+    runs_, lines = _plan(tmp_path, seeds=1), []
+    with pytest.raises(ValueError, match=r"1 of 2 runs failed .*lstm s0: failed: ValueError: loaded state"):
+        sweep(runs_, progress=False, log=lines.append)
+    assert lines[1].endswith("lstm s0: failed: ValueError: loaded state dict contains a parameter group "
+                             "that doesn't match")
+    assert [status(r)[0] for r in runs_] == ["new", "done"]  # the gtrxl_bg0 run after it trained

@@ -146,16 +146,22 @@ def execute(run: RunPlan, *, progress: bool = True, time_budget=None, threads: i
         import torch
         torch.set_num_threads(threads)
     kind, _ = status(run)
+    _write_plan(run)
     if kind == "done":
         return json.loads((run.dir / "result.json").read_text(encoding="utf-8"))
     cfg = run.config(progress, time_budget)
-    run.dir.mkdir(parents=True, exist_ok=True)
-    (run.dir / "plan.json").write_text(json.dumps({**run.record(), "steps": run.steps}, indent=1), encoding="utf-8")
     if kind == "resume":
         overrides = {"train.max_steps": cfg.train.max_steps, "train.progress": progress,
                      "train.time_budget": time_budget}
         return train(resume=run.dir, overrides=overrides)
     return train(cfg)
+
+
+def _write_plan(run: RunPlan) -> None:
+    """plan.json: the settings and the steps the latest sweep asked of this run (``table.py``
+    counts a run finished once its result reaches them)."""
+    run.dir.mkdir(parents=True, exist_ok=True)
+    (run.dir / "plan.json").write_text(json.dumps({**run.record(), "steps": run.steps}, indent=1), encoding="utf-8")
 
 
 def _line(i: int, n: int, run: RunPlan, what: str) -> str:
@@ -164,23 +170,30 @@ def _line(i: int, n: int, run: RunPlan, what: str) -> str:
 
 def sweep(runs: list[RunPlan], *, jobs: int = 1, progress: bool = True, time_budget=None,
           threads: int | None = None, log=print) -> list[dict]:
-    """Run every planned run (skipping finished ones), one line of progress per run."""
+    """Run every planned run (skipping finished ones), one line of progress per run. A run that
+    fails with a ValueError/TypeError/OSError (a checkpoint that no longer fits the code, a full
+    disk) is reported and the sweep goes on; the failures are raised together at the end."""
     if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
         raise ValueError(f"--jobs must be an integer >= 1, got {jobs!r}")
     n, todo, out = len(runs), [], []
     for i, run in enumerate(runs, 1):
         kind, step = status(run)
         if kind == "done":
+            _write_plan(run)
             log(_line(i, n, run, f"done at update {step}, skipped"))
             out.append({"run": str(run.dir), "status": "skipped"})
         else:
             todo.append((i, run, kind, step))
+    failed: list[str] = []
     if jobs == 1:
         for i, run, kind, step in todo:
             log(_line(i, n, run, f"resuming from update {step}" if kind == "resume" else "training"))
-            out.append(_finish(i, n, run, execute(run, progress=progress, time_budget=time_budget,
-                                                  threads=threads), log))
-        return out
+            try:
+                out.append(_finish(i, n, run, execute(run, progress=progress, time_budget=time_budget,
+                                                      threads=threads), log))
+            except (ValueError, TypeError, OSError) as e:
+                failed.append(_failed(i, n, run, e, log))
+        return _raise_failures(out, failed, n)
     # spawn: a fresh interpreter per worker (no forked torch thread pools); bars would interleave
     with ProcessPoolExecutor(max_workers=jobs, mp_context=get_context("spawn")) as pool:
         futures = []
@@ -189,7 +202,23 @@ def sweep(runs: list[RunPlan], *, jobs: int = 1, progress: bool = True, time_bud
             futures.append((i, run, pool.submit(execute, run, progress=False, time_budget=time_budget,
                                                 threads=threads or max(1, (os.cpu_count() or 1) // jobs))))
         for i, run, fut in futures:
-            out.append(_finish(i, n, run, fut.result(), log))
+            try:
+                out.append(_finish(i, n, run, fut.result(), log))
+            except (ValueError, TypeError, OSError) as e:
+                failed.append(_failed(i, n, run, e, log))
+    return _raise_failures(out, failed, n)
+
+
+def _failed(i: int, n: int, run: RunPlan, error: Exception, log) -> str:
+    line = _line(i, n, run, f"failed: {type(error).__name__}: {error}")
+    log(line)
+    return line
+
+
+def _raise_failures(out: list[dict], failed: list[str], n: int) -> list[dict]:
+    if failed:
+        raise ValueError(f"{len(failed)} of {n} runs failed (the others finished or were skipped): "
+                         + " | ".join(failed))
     return out
 
 
