@@ -28,8 +28,8 @@ def test_mha_equals_torch_multihead_attention(causal):
     ours = _attn(H, pattern=Causal() if causal else Full())
     theirs = nn.MultiheadAttention(D, H, batch_first=True).eval()
     with torch.no_grad():
-        theirs.in_proj_weight.copy_(torch.cat([ours.proj.q_proj.weight, ours.proj.kv_proj.weight]))
-        theirs.in_proj_bias.copy_(torch.cat([ours.proj.q_proj.bias, ours.proj.kv_proj.bias]))
+        theirs.in_proj_weight.copy_(ours.proj.qkv_proj.weight)  # rows q, k, v as torch's in_proj
+        theirs.in_proj_bias.copy_(ours.proj.qkv_proj.bias)
         theirs.out_proj.weight.copy_(ours.out_proj.weight)
         theirs.out_proj.bias.copy_(ours.out_proj.bias)
     x = torch.randn(3, 6, D)
@@ -48,12 +48,14 @@ def test_gqa_equals_mha_with_tied_kv_heads(n_kv):
     gqa, mha = _attn(n_kv), _attn(H)
     group = H // n_kv
     with torch.no_grad():
-        mha.proj.q_proj.load_state_dict(gqa.proj.q_proj.state_dict())
         mha.out_proj.load_state_dict(gqa.out_proj.state_dict())
-        w = rearrange(gqa.proj.kv_proj.weight, "(two g e) d -> two g e d", two=2, g=n_kv)
-        b = rearrange(gqa.proj.kv_proj.bias, "(two g e) -> two g e", two=2, g=n_kv)
-        mha.proj.kv_proj.weight.copy_(rearrange(w.repeat_interleave(group, 1), "two h e d -> (two h e) d"))
-        mha.proj.kv_proj.bias.copy_(rearrange(b.repeat_interleave(group, 1), "two h e -> (two h e)"))
+        gw, gb, mw, mb = gqa.proj.qkv_proj.weight, gqa.proj.qkv_proj.bias, mha.proj.qkv_proj.weight, mha.proj.qkv_proj.bias
+        mw[:D].copy_(gw[:D])  # the query rows
+        mb[:D].copy_(gb[:D])
+        w = rearrange(gw[D:], "(two g e) d -> two g e d", two=2, g=n_kv)
+        b = rearrange(gb[D:], "(two g e) -> two g e", two=2, g=n_kv)
+        mw[D:].copy_(rearrange(w.repeat_interleave(group, 1), "two h e d -> (two h e) d"))
+        mb[D:].copy_(rearrange(b.repeat_interleave(group, 1), "two h e -> (two h e)"))
     x1 = torch.randn(2, 7, D, requires_grad=True)
     x2 = x1.detach().clone().requires_grad_()
     y1, y2 = gqa(x1), mha(x2)

@@ -17,18 +17,50 @@ def test_qkv_shapes_and_parameter_count(n_kv):
     k, v = p.kv(src)
     assert k.shape == v.shape == (2, n_kv, 7, 4)
     # Fewer K/V heads means a proportionally smaller K/V projection (the point of GQA).
-    assert p.kv_proj.weight.shape == (2 * n_kv * 4, 32)
+    assert p.qkv_proj.weight.shape == ((8 + 2 * n_kv) * 4, 32)
 
 
 def test_heads_split_is_contiguous_per_head():
     p = QKVProjection(8, 2, 2, 4, bias=False)
     x = torch.randn(1, 3, 8)
     q = p.q(x)
-    torch.testing.assert_close(q[0, 1], (x @ p.q_proj.weight.t())[0, :, 4:8])
+    qkv = x @ p.qkv_proj.weight.t()  # rows: q (2 heads x 4), k (2 x 4), v (2 x 4)
+    torch.testing.assert_close(q[0, 1], qkv[0, :, 4:8])
     k, v = p.kv(x)
-    kv = x @ p.kv_proj.weight.t()
-    torch.testing.assert_close(k[0, 0], kv[0, :, 0:4])
-    torch.testing.assert_close(v[0, 1], kv[0, :, 12:16])
+    torch.testing.assert_close(k[0, 0], qkv[0, :, 8:12])
+    torch.testing.assert_close(v[0, 1], qkv[0, :, 20:24])
+
+
+@pytest.mark.parametrize("n_kv", [4, 2, 1])
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_fused_self_attention_path_equals_separate_q_and_kv(n_kv, seed):
+    """``qkv(x, x)`` (one matmul) equals ``q(x)`` and ``kv(x)`` (the rows apart), in
+    outputs and in the gradients of the weight and the input."""
+    torch.manual_seed(seed)
+    p = QKVProjection(16, 4, n_kv, 4)
+    n = 1 + 5 * seed
+    x1 = torch.randn(2, n, 16, requires_grad=True)
+    x2 = x1.detach().clone().requires_grad_()
+    fused, apart = p.qkv(x1, x1), (p.q(x2), *p.kv(x2))
+    g = [torch.randn_like(t) for t in apart]
+    for a, b in zip(fused, apart):
+        torch.testing.assert_close(a, b)
+    w1 = torch.autograd.grad(fused, [x1, p.qkv_proj.weight], g)
+    w2 = torch.autograd.grad(apart, [x2, p.qkv_proj.weight], g)
+    for a, b in zip(w1, w2):
+        torch.testing.assert_close(a, b)
+
+
+def test_old_checkpoints_with_separate_q_and_kv_weights_load():
+    p = QKVProjection(16, 4, 2, 4)
+    old = {"q_proj.weight": torch.randn(16, 16), "q_proj.bias": torch.randn(16),
+           "kv_proj.weight": torch.randn(16, 16), "kv_proj.bias": torch.randn(16)}
+    p.load_state_dict(old)
+    x = torch.randn(1, 3, 16)
+    torch.testing.assert_close(p.q(x).transpose(1, 2).flatten(2), x @ old["q_proj.weight"].t() + old["q_proj.bias"])
+    k, v = p.kv(x)
+    kv = x @ old["kv_proj.weight"].t() + old["kv_proj.bias"]
+    torch.testing.assert_close(torch.cat([k, v], 1).transpose(1, 2).flatten(2), kv)
 
 
 def test_shared_qk_keys_are_normalised_queries():

@@ -79,10 +79,11 @@ class ReferenceGPT(nn.Module):
         self.wte.copy_(model.embed.weight)
         self.wpe.copy_(model.position.table.weight)
         for ref, blk in zip(self.blocks, model.stack.blocks, strict=True):
-            proj = blk.attn.proj
-            wk, wv = proj.kv_proj.weight.chunk(2, dim=0)
-            bk, bv = proj.kv_proj.bias.chunk(2, dim=0)
-            pairs = [(ref.wq.weight, proj.q_proj.weight), (ref.wq.bias, proj.q_proj.bias),
+            qkv = blk.attn.proj.qkv_proj
+            split = [ref.wq.out_features, ref.wk.out_features, ref.wv.out_features]
+            wq, wk, wv = qkv.weight.split(split)
+            bq, bk, bv = qkv.bias.split(split)
+            pairs = [(ref.wq.weight, wq), (ref.wq.bias, bq),
                      (ref.wk.weight, wk), (ref.wk.bias, bk), (ref.wv.weight, wv), (ref.wv.bias, bv),
                      (ref.wo.weight, blk.attn.out_proj.weight), (ref.wo.bias, blk.attn.out_proj.bias),
                      (ref.ln1.weight, blk.attn_residual.norm.weight), (ref.ln1.bias, blk.attn_residual.norm.bias),
@@ -106,9 +107,8 @@ def gradients_of(model: nn.Module) -> dict[str, Tensor]:
     for i, ref in enumerate(model.blocks):
         p = f"stack.blocks.{i}."
         out.update({
-            p + "attn.proj.q_proj.weight": ref.wq.weight.grad, p + "attn.proj.q_proj.bias": ref.wq.bias.grad,
-            p + "attn.proj.kv_proj.weight": torch.cat([ref.wk.weight.grad, ref.wv.weight.grad]),
-            p + "attn.proj.kv_proj.bias": torch.cat([ref.wk.bias.grad, ref.wv.bias.grad]),
+            p + "attn.proj.qkv_proj.weight": torch.cat([ref.wq.weight.grad, ref.wk.weight.grad, ref.wv.weight.grad]),
+            p + "attn.proj.qkv_proj.bias": torch.cat([ref.wq.bias.grad, ref.wk.bias.grad, ref.wv.bias.grad]),
             p + "attn.out_proj.weight": ref.wo.weight.grad, p + "attn.out_proj.bias": ref.wo.bias.grad,
             p + "attn_residual.norm.weight": ref.ln1.weight.grad, p + "attn_residual.norm.bias": ref.ln1.bias.grad,
             p + "ff_residual.norm.weight": ref.ln2.weight.grad, p + "ff_residual.norm.bias": ref.ln2.bias.grad,
