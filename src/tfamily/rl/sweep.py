@@ -90,7 +90,8 @@ def plan(envs, members, seeds: int, steps: int, out: str | Path, *, settings: di
          model: dict | None = None, lr: float = 5e-4, ckpt_every: int | None = None,
          shard: str | None = None) -> list[RunPlan]:
     """The runs, seed-major (every torso of seed 0 first, so a cut-short sweep is still a
-    like-for-like comparison), each checked by building its config."""
+    like-for-like comparison); each (env, torso) builds its policy once here, so a bad one is
+    refused before any run trains."""
     envs, torsos = list(envs), [parse_torso(m) for m in members]
     if not envs or not torsos:
         raise ValueError("a sweep needs at least one --envs id and one --members torso")
@@ -102,7 +103,7 @@ def plan(envs, members, seeds: int, steps: int, out: str | Path, *, settings: di
     runs = [RunPlan(e, t, s, steps, dict(settings or {}), dict(model or {}), lr, ckpt_every, str(out))
             for s in range(seeds) for e in envs for t in torsos]
     from .train import make_policy
-    for r in runs[: len(envs) * len(torsos)]:  # refuse a bad (env, torso) before any run trains
+    for r in runs[: len(envs) * len(torsos)]:
         make_policy(r.config(progress=False))
     return _shard(runs, shard)
 
@@ -129,8 +130,9 @@ def status(run: RunPlan) -> tuple[str, int | None]:
                              f"sweep into another --out or repeat the original settings")
     target = run.config(progress=False).train.max_steps
     result = run.dir / "result.json"
-    if result.is_file() and json.loads(result.read_text(encoding="utf-8"))["steps"] >= target:
-        return "done", json.loads(result.read_text(encoding="utf-8"))["steps"]
+    done = json.loads(result.read_text(encoding="utf-8"))["steps"] if result.is_file() else -1
+    if done >= target:
+        return "done", done
     if checkpoint.step_dirs(run.dir / "checkpoints"):
         try:
             return "resume", checkpoint.load(run.dir).meta["step"]
