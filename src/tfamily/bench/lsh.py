@@ -22,7 +22,8 @@ alternating call by call (``--peer-repeats`` timed calls each after a warm-up); 
 the fastest of each and ``hf_over_ours``. Ours does more per call: it restricts attention to the
 query's own bucket and counts keys seen in several rounds once (the paper); HF attends every
 key of the chunk window (our ``same_bucket_only=False``) and counts repeats again. Without
-``transformers`` the peer rows are skipped with a one-line note.
+``transformers`` the peer rows are skipped with a one-line note. Every row says whether ours ran
+the compiled tile kernel (``compiled``; ``TFAMILY_NATIVE=0`` times the PyTorch path).
 """
 from __future__ import annotations
 
@@ -38,7 +39,7 @@ from .results import write_rows
 from .procmem import peak_mb, worker_env
 
 FIELDS = ["kind", "n_hashes", "seq_len", "fwd_bwd_ms", "peak_mb", "speedup", "extrapolated",
-          "batch", "heads", "d_head", "bucket_size", "threads", "ours_ms", "hf_ms", "hf_over_ours", "peer_version"]
+          "batch", "heads", "d_head", "bucket_size", "threads", "ours_ms", "hf_ms", "hf_over_ours", "peer_version", "compiled"]
 
 
 def add_args(p) -> None:
@@ -135,6 +136,7 @@ def _measure(args) -> dict:
 
     if args.threads:
         torch.set_num_threads(args.threads)
+    _compiled()  # load (or build) the compiled kernels before anything is timed
     if args.worker == "peer":
         return _measure_peer(args)
     L, rounds = args.lengths[0], args.rounds[0]
@@ -167,7 +169,7 @@ def _measure(args) -> dict:
         step()
         times.append(time.perf_counter() - t0)
     best = min(times[1:]) if args.repeats else times[0]
-    return {**meta, "fwd_bwd_ms": round(best * 1e3, 1), "threads": torch.get_num_threads()}
+    return {**meta, "fwd_bwd_ms": round(best * 1e3, 1), "threads": torch.get_num_threads(), **_compiled()}
 
 
 def _measure_peer(args) -> dict:
@@ -210,7 +212,14 @@ def _measure_peer(args) -> dict:
     return {"kind": "peer", "n_hashes": rounds, "seq_len": L, "batch": b, "heads": h, "d_head": e,
             "bucket_size": c, "threads": torch.get_num_threads(), "extrapolated": False,
             "ours_ms": round(best["ours"], 1), "hf_ms": round(best["hf"], 1),
-            "hf_over_ours": round(best["hf"] / best["ours"], 2)}
+            "hf_over_ours": round(best["hf"] / best["ours"], 2), **_compiled()}
+
+
+def _compiled() -> dict:
+    """Whether our LSH ran its compiled tile kernel (nn/kernels/native.py) or the PyTorch path."""
+    from ..nn.kernels import native
+
+    return {"compiled": native.ops() is not None}
 
 
 def _add_dense_extrapolation(rows: list[dict], args) -> None:
