@@ -90,11 +90,20 @@ def step_position(kind: str, task, state: dict | None = None) -> dict:
 def make_task(cfg: DataConfig, batch_size: int, *, seed: int, rank: int = 0, world_size: int = 1,
               data_dir=None, vocab=None, objective: str | None = None) -> Task:
     """The task a ``data`` config describes, with ``batch_size`` rows per rank. A synthetic
-    task for an encoder-decoder (``objective`` 'seq2seq') comes as source/target pairs."""
+    task for an encoder-decoder (``objective`` 'seq2seq') comes as source/target pairs, as does
+    the GCIDE reverse dictionary (``data.task=reverse_dictionary``, read from ``data_dir``)."""
+    from .tasks.reverse_dictionary import NAME as REVERSE_DICTIONARY
+    from .tasks.reverse_dictionary import ReverseDictionaryTask
     from .tasks.seq2seq import PairTask
     from .tasks.synthetic import SyntheticTask
     from .tasks.text import TextTask
     kw = dict(seed=seed, rank=rank, world_size=world_size)
+    if cfg.task == REVERSE_DICTIONARY:
+        if objective not in (None, "seq2seq"):
+            raise ValueError(f"data.task={REVERSE_DICTIONARY} gives definition -> headword pairs for an "
+                             f"encoder-decoder (objective 'seq2seq'), not objective {objective!r}; train a member "
+                             f"such as luong_attention, lstm_seq2seq, vanilla or universal_transformer")
+        return ReverseDictionaryTask(cfg, batch_size, data_dir=data_dir, **kw)
     if cfg.task is not None:
         return (PairTask if objective == "seq2seq" else SyntheticTask)(cfg, batch_size, **kw)
     if objective == "seq2seq":
