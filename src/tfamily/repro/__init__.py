@@ -14,4 +14,5 @@ REPROS = {
     "act-parity": "tfamily.repro.act_parity",
     "ut-algorithmic": "tfamily.repro.ut_algorithmic",
     "al-rfou-aux": "tfamily.repro.al_rfou_aux",
+    "reverse-dictionary": "tfamily.repro.reverse_dictionary",
 }

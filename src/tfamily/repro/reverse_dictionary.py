@@ -1,0 +1,193 @@
+"""The GCIDE reverse dictionary: definition -> headword, characters, at one wall-time budget.
+
+`tfamily repro reverse-dictionary` trains each encoder-decoder on ``data.task=reverse_dictionary``
+(``data/gcide.py``: cleaned senses, splits by headword, so every test headword is unseen) through
+the shared loop for the same ``--time`` seconds (``train.time_budget``: training plus its final
+validation loss), then decodes the test split's first ``--eval-pairs`` definitions greedily and,
+with ``--beam K``, by beam search (``models/generate.py``). Exact match: the decoded headword
+equals the target (EOS in place); character accuracy: the share of target characters decoded
+at their position. A definition shared by several headwords ("a tree") is scored against its
+own headword only, so neither number can reach 1.
+
+Models (``--models``), one width ``--d-model``: ``lstm`` (``lstm_seq2seq``, Sutskever et al. 2014,
+no attention), ``luong_dot`` / ``luong_general`` / ``luong_concat`` (``luong_attention``, Luong
+et al. 2015: the alignment score, input feeding), ``bahdanau`` (``bahdanau_attention``, additive,
+bidirectional GRU), all with ``--rnn-layers`` layers; ``transformer`` (``vanilla``) with
+``--layers`` layers per side and ``ut`` (``universal_transformer``, no ACT) with ``--layers``
+recurrent steps, ``--heads`` heads and a 4x feed-forward. Same seed, data order, optimiser,
+learning rate and schedule for all. Writes results.json / results.csv / results.md under ``--out``.
+"""
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+from ..bench.results import print_rows, write_rows
+
+MODELS = {  # name -> (member, spec overrides beyond the shared width)
+    "lstm": ("lstm_seq2seq", {}),
+    "luong_dot": ("luong_attention", {"model.depth.params.alignment": "dot"}),
+    "luong_general": ("luong_attention", {"model.depth.params.alignment": "general"}),
+    "luong_concat": ("luong_attention", {"model.depth.params.alignment": "concat"}),
+    "bahdanau": ("bahdanau_attention", {}),
+    "transformer": ("vanilla", {}),
+    "ut": ("universal_transformer", {}),
+}
+COLUMNS = [("model", "model", "<14"), ("member", "member", "<22"), ("params", "params", ">9"),
+           ("steps", "steps", ">6"), ("val_loss", "val loss", ">9.3f"), ("greedy_exact", "greedy exact", ">13.3f"),
+           ("greedy_char", "greedy char", ">12.3f"), ("beam_exact", "beam exact", ">11"), ("beam_char", "beam char", ">10")]
+
+
+def add_args(p) -> None:
+    p.add_argument("--models", nargs="+", default=list(MODELS), choices=list(MODELS))
+    p.add_argument("--time", type=float, default=180.0, help="seconds of training per model (the equal budget)")
+    p.add_argument("--steps", type=int, default=None, help="budget in steps instead of --time")
+    p.add_argument("--d-model", type=int, default=256)
+    p.add_argument("--rnn-layers", type=int, default=1)
+    p.add_argument("--layers", type=int, default=3, help="Transformer layers per side; UT recurrent steps")
+    p.add_argument("--heads", type=int, default=4)
+    p.add_argument("--dropout", type=float, default=0.0)
+    p.add_argument("--batch-size", type=int, default=64)
+    p.add_argument("--lr", type=float, default=2e-3)
+    p.add_argument("--warmup", type=int, default=100)
+    p.add_argument("--eval-pairs", type=int, default=1000, help="test pairs decoded (0: the whole split)")
+    p.add_argument("--beam", type=int, default=4, help="beam width of the second decode (0: greedy only)")
+    p.add_argument("--val-tokens", type=int, default=20000, help="validation tokens of the final loss")
+    p.add_argument("--gcide", default=None, help="a GCIDE text file (default gcide.txt.gz in the data directory)")
+    p.add_argument("--precision", default="fp32", choices=["auto", "bf16", "fp32"])
+    p.add_argument("--threads", type=int, default=None)
+    p.add_argument("--device", default="auto")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--out", default=None, help="directory (default runs/repro/reverse-dictionary/<time>)")
+    p.add_argument("--data-dir", metavar="DIR", help="data directory (else $TFAMILY_DATA, else the user cache)")
+    p.add_argument("--json", action="store_true")
+
+
+def overrides(name: str, args, out: Path) -> dict:
+    """The ``tfamily train`` settings of one model: everything but the member is shared."""
+    member, extra = MODELS[name]
+    budget = {"train.max_steps": args.steps, "train.time_budget": None} if args.steps else \
+        {"train.max_steps": None, "train.time_budget": args.time}
+    model = {"model.d_model": args.d_model, "model.dropout": args.dropout}
+    if member in ("vanilla", "universal_transformer"):
+        model.update({"model.heads.n_heads": args.heads, "model.depth.n_layers": args.layers,
+                      "model.ff.d_ff": 4 * args.d_model})
+    else:
+        model["model.depth.n_layers"] = args.rnn_layers
+    params = {} if args.gcide is None else {"path": args.gcide}
+    return {"member": member, "name": name, "data.corpus": None, "data.task": "reverse_dictionary",
+            "data.task_params": params, **model, **extra, **budget,
+            "train.batch_size": args.batch_size, "train.lr": args.lr, "train.warmup": args.warmup,
+            "train.eval_every": None, "train.eval_tokens": args.val_tokens, "train.ckpt_every": None,
+            "train.precision": args.precision, "train.device": args.device, "train.threads": args.threads,
+            "train.seed": args.seed, "train.progress": False, "train.tensorboard": False,
+            "train.out": str(out / name)}
+
+
+def score(preds: list[str], targets: list[str]) -> tuple[float, float]:
+    """(exact match, character accuracy): the share of predictions equal to their target, and
+    of target characters predicted at their position (a longer prediction's extra characters
+    are not counted; a shorter one misses the rest)."""
+    if len(preds) != len(targets) or not targets:
+        raise ValueError(f"need one prediction per target, got {len(preds)} for {len(targets)}")
+    right = sum(sum(p == t for p, t in zip(pr, tg)) for pr, tg in zip(preds, targets))
+    total = sum(len(t) for t in targets)
+    return sum(p == t for p, t in zip(preds, targets)) / len(targets), right / total
+
+
+def decode_pairs(model, task, pairs: list, *, beam: int, batch_size: int, device) -> list[str]:
+    """The headword decoded for each (definition, headword) pair, in order (greedy for beam 1)."""
+    from ..models.generate import beam_search, greedy_decode
+    max_len = task.max_word_len + 1  # the longest headword of any split, and EOS
+    order = sorted(range(len(pairs)), key=lambda i: len(pairs[i][0]))  # similar lengths decode together
+    out = [""] * len(pairs)
+    with torch.no_grad():
+        for k in range(0, len(order), batch_size):
+            rows = order[k:k + batch_size]
+            b = task.batch([pairs[i] for i in rows])
+            src, pad = b["src"].to(device), b["src_padding"].to(device)
+            kw = dict(bos=task.bos, eos=task.eos, max_len=max_len, src_padding=pad)
+            ids = greedy_decode(model, src, **kw) if beam == 1 else beam_search(model, src, beam=beam, **kw)
+            for i, row in zip(rows, ids[:, 1:].tolist()):
+                out[i] = task.decode(row)
+    return out
+
+
+def train_one(name: str, args, out: Path) -> dict:
+    from ..train import loop
+    from ..train.config import load
+    trainer = loop.Trainer(load(None, overrides(name, args, out)), data_dir=args.data_dir)
+    try:
+        res = trainer.fit()
+        task, model = trainer.task, trainer.model
+        test = task.pairs("test")
+        test = test[:args.eval_pairs] if args.eval_pairs else test
+        targets = [w for _, w in test]
+        t0 = time.perf_counter()
+        greedy = decode_pairs(model, task, test, beam=1, batch_size=128, device=trainer.device)
+        row = {"model": name, "member": MODELS[name][0], "params": res["params"], "steps": res["steps"],
+               "train_s": res["train_s"], "val_loss": res["val_loss"], "test_pairs": len(test)}
+        row["greedy_exact"], row["greedy_char"] = score(greedy, targets)
+        row["beam_exact"] = row["beam_char"] = None
+        if args.beam > 1:
+            beamed = decode_pairs(model, task, test, beam=args.beam, batch_size=128, device=trainer.device)
+            row["beam_exact"], row["beam_char"] = score(beamed, targets)
+        row["decode_s"] = round(time.perf_counter() - t0, 1)
+        row["examples"] = [{"definition": d, "target": w, "greedy": g} for (d, w), g in zip(test[:5], greedy[:5])]
+    finally:
+        trainer.close()
+    return row
+
+
+def to_markdown(rows: list[dict], beam: int) -> str:
+    head = ["model", "member", "params", "steps", "val loss", "greedy exact", "greedy char"]
+    if beam > 1:
+        head += [f"beam {beam} exact", f"beam {beam} char"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for r in rows:
+        cells = [r["model"], f"`{r['member']}`", f"{r['params']:,}", str(r["steps"]), f"{r['val_loss']:.3f}",
+                 f"{r['greedy_exact']:.3f}", f"{r['greedy_char']:.3f}"]
+        if beam > 1:
+            cells += [f"{r['beam_exact']:.3f}", f"{r['beam_char']:.3f}"]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def _check(args) -> None:
+    if args.steps is None and not args.time > 0:
+        raise ValueError(f"--time must be > 0 seconds (got {args.time}), or give --steps N")
+    for name in ("d_model", "rnn_layers", "layers", "heads", "batch_size", "val_tokens"):
+        if getattr(args, name) < 1:
+            raise ValueError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
+    if args.eval_pairs < 0 or args.beam < 0:
+        raise ValueError(f"--eval-pairs and --beam must be >= 0, got {args.eval_pairs} and {args.beam}")
+    if args.d_model % args.heads:
+        raise ValueError(f"--d-model {args.d_model} must be divisible by --heads {args.heads}")
+
+
+def run(args) -> int:
+    _check(args)
+    out = Path(args.out or f"runs/repro/reverse-dictionary/{time.strftime('%Y%m%d-%H%M%S')}")
+    rows = []
+    for name in dict.fromkeys(args.models):
+        print(f"# {name}: {MODELS[name][0]}", file=sys.stderr, flush=True)
+        rows.append(train_one(name, args, out))
+        r = rows[-1]
+        print(f"# {name}: {r['steps']} steps, val loss {r['val_loss']:.3f}, greedy exact {r['greedy_exact']:.3f} "
+              f"char {r['greedy_char']:.3f}", file=sys.stderr, flush=True)
+    fields = [k for k in rows[0] if k != "examples"]
+    write_rows(out, "results", rows, fields)
+    (out / "results.md").write_text(to_markdown(rows, args.beam))
+    shown = [{**r, **{k: "-" if r[k] is None else f"{r[k]:.3f}" for k in ("beam_exact", "beam_char")}} for r in rows]
+    print_rows(rows if args.json else shown, COLUMNS, args.json)
+    return 0
+
+
+if __name__ == "__main__":
+    import argparse
+    parser = argparse.ArgumentParser(prog="python -m tfamily.repro.reverse_dictionary")
+    add_args(parser)
+    sys.exit(run(parser.parse_args()))
