@@ -40,6 +40,12 @@ def test_score_by_hand():
         rd.score(["a"], ["a", "b"])
 
 
+def test_evenly():
+    assert rd.evenly(list(range(10)), 5) == [0, 2, 4, 6, 8]
+    assert rd.evenly(list(range(10)), 3) == [0, 3, 6]
+    assert rd.evenly(list(range(4)), 0) == rd.evenly(list(range(4)), 9) == [0, 1, 2, 3]
+
+
 def test_runs_differ_only_in_the_member(tmp_path):
     assert REPROS["reverse-dictionary"] == "tfamily.repro.reverse_dictionary"
     args = _args()

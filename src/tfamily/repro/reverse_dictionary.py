@@ -3,8 +3,9 @@
 `tfamily repro reverse-dictionary` trains each encoder-decoder on ``data.task=reverse_dictionary``
 (``data/gcide.py``: cleaned senses, splits by headword, so every test headword is unseen) through
 the shared loop for the same ``--time`` seconds (``train.time_budget``: training plus its final
-validation loss), then decodes the test split's first ``--eval-pairs`` definitions greedily and,
-with ``--beam K``, by beam search (``models/generate.py``). Exact match: the decoded headword
+validation loss), then decodes ``--eval-pairs`` test definitions spread evenly over the split (it
+keeps the dictionary's alphabetical order) greedily and, with ``--beam K``, by beam search
+(``models/generate.py``). Exact match: the decoded headword
 equals the target (EOS in place); character accuracy: the share of target characters decoded
 at their position. A definition shared by several headwords ("a tree") is scored against its
 own headword only, so neither number can reach 1.
@@ -38,7 +39,8 @@ MODELS = {  # name -> (member, spec overrides beyond the shared width)
 }
 COLUMNS = [("model", "model", "<14"), ("member", "member", "<22"), ("params", "params", ">9"),
            ("steps", "steps", ">6"), ("val_loss", "val loss", ">9.3f"), ("greedy_exact", "greedy exact", ">13.3f"),
-           ("greedy_char", "greedy char", ">12.3f"), ("beam_exact", "beam exact", ">11"), ("beam_char", "beam char", ">10")]
+           ("greedy_char", "greedy char", ">12.3f"), ("beam_exact", "beam exact", ">11"),
+           ("beam_char", "beam char", ">10")]
 
 
 def add_args(p) -> None:
@@ -98,6 +100,14 @@ def score(preds: list[str], targets: list[str]) -> tuple[float, float]:
     return sum(p == t for p, t in zip(preds, targets)) / len(targets), right / total
 
 
+def evenly(pairs: list, n: int) -> list:
+    """``n`` pairs spread evenly over ``pairs`` (all for n = 0 or n >= len): the splits keep the
+    dictionary's alphabetical order, so the first n would all start with 'a'."""
+    if not n or n >= len(pairs):
+        return list(pairs)
+    return [pairs[i * len(pairs) // n] for i in range(n)]
+
+
 def decode_pairs(model, task, pairs: list, *, beam: int, batch_size: int, device) -> list[str]:
     """The headword decoded for each (definition, headword) pair, in order (greedy for beam 1)."""
     from ..models.generate import beam_search, greedy_decode
@@ -123,8 +133,7 @@ def train_one(name: str, args, out: Path) -> dict:
     try:
         res = trainer.fit()
         task, model = trainer.task, trainer.model
-        test = task.pairs("test")
-        test = test[:args.eval_pairs] if args.eval_pairs else test
+        test = evenly(task.pairs("test"), args.eval_pairs)
         targets = [w for _, w in test]
         t0 = time.perf_counter()
         greedy = decode_pairs(model, task, test, beam=1, batch_size=128, device=trainer.device)

@@ -38,7 +38,7 @@ class DataConfig:
     """Where batches come from: a text corpus (name or path) or a synthetic task."""
     corpus: str | None = "tinyshakespeare"
     vocab: str | None = None          # 'byte' | 'char' | None = the corpus default
-    task: str | None = None           # a synthetic task name (tfamily.data.TASKS); replaces corpus
+    task: str | None = None           # a synthetic task (tfamily.data.TASKS) or reverse_dictionary; replaces corpus
     task_params: dict = field(default_factory=dict)
     seq_len: int = 256                # text only; a task fixes its own length
     stream: bool = False              # contiguous streams (memory models carry state across batches)
