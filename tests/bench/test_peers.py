@@ -28,6 +28,8 @@ def test_bench_peers_writes_rows_files_and_plot(tmp_path, capsys):
     rows, _ = _rows(capsys, TINY + ["--precisions", "fp32", "bf16", "--out", str(tmp_path)])
     assert [(r["model"], r["precision"]) for r in rows] == [
         (m, p) for m in ("tfamily", "x-transformers", "flat") for p in ("fp32", "bf16")]
+    for prec in ("fp32", "bf16"):  # one peak per precision, timed in the rounds beside the models
+        assert len({r["peak_gflops"] for r in rows if r["precision"] == prec}) == 1
     fpt = {r["flops_per_token"] for r in rows}
     assert len(fpt) == 1  # one FLOP count per shape, whatever the model
     for r in rows:

@@ -10,7 +10,8 @@ Model FLOPs per token are one number per shape, the same for every model (so the
 fraction of peak compares useful work, not each model's extras): Chowdhery et al. 2022
 (PaLM), appendix B, 6 N + 12 L d T, where N is the tfamily GPT's parameter count less its
 position table (looked up, not multiplied), L layers, d = d_model and T the sequence length.
-The peak is one large square matmul in the same precision, measured in the same process;
+The peak is a large square matmul in the same precision, timed in every round beside the
+models (so a load that changes during the run moves the peak with them);
 ``fraction_of_peak`` = model FLOPs x tokens/s / that rate.
 """
 from __future__ import annotations
@@ -23,7 +24,7 @@ import torch
 import torch.nn.functional as F
 
 from .results import print_rows, write_rows
-from .train import _sync, flops_per_token, matmul_gflops
+from .train import _sync, flops_per_token
 
 FIELDS = ["shape", "model", "precision", "best", "device", "threads", "params", "flops_per_token", "step_ms",
           "tokens_per_s", "model_gflops", "peak_gflops", "fraction_of_peak", "vs_tfamily", "steps", "d_model",
@@ -155,7 +156,31 @@ class Cell:
         self.steps += steps
 
 
-def bench_shape(s: Shape, args, device: torch.device, peaks: dict) -> list[dict]:
+class PeakCell:
+    """An (n x n) @ (n x n) matmul in one precision, timed like a model cell: 2 n^3 FLOPs each."""
+
+    def __init__(self, n: int, precision: str, device: torch.device):
+        dtype = torch.bfloat16 if precision == "bf16" else torch.float32
+        self.a, self.b = (torch.randn(n, n, device=device).to(dtype) for _ in range(2))
+        self.flops, self.device, self.seconds = 2 * n ** 3, device, 0.0
+        self.reps = 0
+        self.a @ self.b
+
+    def timed(self, reps: int) -> None:
+        _sync(self.device)
+        t0 = time.perf_counter()
+        for _ in range(reps):
+            self.a @ self.b
+        _sync(self.device)
+        self.seconds += time.perf_counter() - t0
+        self.reps += reps
+
+    @property
+    def gflops(self) -> float:
+        return self.flops * self.reps / self.seconds / 1e9
+
+
+def bench_shape(s: Shape, args, device: torch.device) -> list[dict]:
     from ..train.optim import adamw
     common = {"shape": s.name, "device": str(device), "threads": torch.get_num_threads(), "d_model": s.d_model,
               "n_layers": s.n_layers, "n_heads": s.n_heads, "seq_len": s.seq_len, "batch": s.batch, "vocab": s.vocab}
@@ -179,9 +204,13 @@ def bench_shape(s: Shape, args, device: torch.device, peaks: dict) -> list[dict]
         fpt = flops_per_token(_tfamily(s)[0], s.n_layers, s.d_model, s.seq_len)
     for c in cells:
         c.step()  # warm-up: allocations, lazy optimiser state, autocast caches
+    peak_cells = {p: PeakCell(args.matmul_size, p, device) for p in args.precisions}
     for _ in range(args.rounds):
         for c in cells:
             c.timed(args.steps)
+        for pc in peak_cells.values():
+            pc.timed(args.steps)
+    peaks = {p: pc.gflops for p, pc in peak_cells.items()}
     tokens = s.batch * s.seq_len
     for c in cells:
         dt = c.seconds / c.steps
@@ -216,9 +245,7 @@ def run(args) -> int:
     device = resolve_device(args.device)
     if args.precisions is None:
         args.precisions = default_precisions(device)
-    peaks = {p: matmul_gflops(args.matmul_size, torch.bfloat16 if p == "bf16" else torch.float32, device)
-             for p in args.precisions}
-    rows = [r for s in shapes for r in bench_shape(s, args, device, peaks)]
+    rows = [r for s in shapes for r in bench_shape(s, args, device)]
     out = write_rows(args.out, "peers", rows, FIELDS)
     plot(rows, out / "peers.png")
     for note in sorted({r["note"] for r in rows if r.get("note")}):
