@@ -15,7 +15,7 @@ from torch import Tensor
 
 from ...patterns import Causal, Full, Pattern
 from .. import native
-from .chunks import KEEP_PROBS, alone, self_allowed
+from .chunks import KEEP_PROBS
 from .layout import Layout
 
 
@@ -47,23 +47,17 @@ class FusedLSHFunction(torch.autograd.Function):
         # As chunks.py: keep every round's tile probabilities for the backward when they fit.
         keep = lay.n_rounds * b * h * lp * min(c + cq, lp) <= KEEP_PROBS
         qf, kf, vf = (t.reshape(b * h, lp, e).contiguous() for t in (q, k, v))
+        # The compiled forward applies the self rule too (a row with no other key outputs its value).
         out, lse, probs, lse_rounds = ops.lsh_forward(qf, kf, vf, *args, keep)
-        out, lse = out.view(-1, e), lse.view(-1)
-        only = alone(lse, self_allowed(pattern, lay.valid, h, torch.arange(lp, device=q.device)).reshape(-1))
-        out[only] = vf.view(-1, e)[only]
-        ctx.save_for_backward(qf, kf, vf, out, lse, only, probs, lse_rounds)
+        ctx.save_for_backward(qf, kf, vf, out, lse, probs, lse_rounds)
         ctx.args, ctx.ops = args, ops
         return out.view(b, h, lp, e)
 
     @staticmethod
     def backward(ctx, dout):
-        qf, kf, vf, out, lse, only, probs, lse_rounds = ctx.saved_tensors
-        rows, lp, e = qf.shape
-        do = dout.reshape(rows, lp, e).contiguous()
-        delta = (do.view(-1, e) * out).sum(-1)  # rowsum(dO * O): the softmax Jacobian's diagonal term
-        dq, dk, dv = ctx.ops.lsh_backward(qf, kf, vf, *ctx.args, lse.view(rows, lp), probs, lse_rounds, do,
-                                          delta.view(rows, lp))
-        dv.view(-1, e)[only] += do.view(-1, e)[only]
+        qf, kf, vf, out, lse, probs, lse_rounds = ctx.saved_tensors
+        do = dout.reshape(qf.shape).contiguous()
+        dq, dk, dv = ctx.ops.lsh_backward(qf, kf, vf, *ctx.args, lse, probs, lse_rounds, do, out)
         shape = dout.shape
         return dq.view(shape), dk.view(shape), dv.view(shape), None, None, None, None, None, None
 
