@@ -91,3 +91,19 @@ def test_a_run_of_a_model_outside_the_family_is_not_loaded_by_name(tmp_path):
     fresh = TinyLSTM()
     checkpoint.load(tmp_path / "run").load_weights(fresh)
     assert all(torch.equal(a, b) for a, b in zip(fresh.state_dict().values(), trainer.model.state_dict().values()))
+
+
+def test_an_optimizer_state_that_does_not_fit_refuses_resume_by_name(tmp_path, monkeypatch):
+    """A checkpoint whose optimizer groups do not fit the model (e.g. written before the fused QKV
+    projection merged two weights into one) says the run cannot resume and that its weights load."""
+    torch.manual_seed(0)
+    cfg = load(None, [*ARGS, "train.max_steps=2", f"train.out={tmp_path / 'run'}"])
+    loop.Trainer(cfg, model=TinyLSTM()).fit()
+
+    def refuse(self, state):
+        raise ValueError("loaded state dict contains a parameter group that doesn't match the size of "
+                         "optimizer's group")
+
+    monkeypatch.setattr(torch.optim.Optimizer, "load_state_dict", refuse)
+    with pytest.raises(ValueError, match="cannot resume: start a new run from these weights"):
+        loop.Trainer(cfg, model=TinyLSTM(), resume=tmp_path / "run")

@@ -83,7 +83,12 @@ def restore(tr, ck: checkpoint.Loaded) -> None:
         raise ValueError(f"{ck.path} was trained with a different spec (differs in {diff}); "
                          f"resume without model overrides")
     ck.load_weights(tr.model, tr.device)
-    tr.optimizer.load_state_dict(unflatten_optimizer(ck.group("optimizer"), meta["optimizer"]))
+    try:
+        tr.optimizer.load_state_dict(unflatten_optimizer(ck.group("optimizer"), meta["optimizer"]))
+    except ValueError as e:  # another parameter layout, e.g. a checkpoint from before the fused QKV projection
+        raise ValueError(f"{ck.path}: its optimizer state does not fit this model's parameters ({e}); the "
+                         f"weights still load (tfamily eval / generate), but the run cannot resume: start a new "
+                         f"run from these weights") from e
     tr.scheduler.load_state_dict(meta["scheduler"])
     tr.task.load_state_dict({**meta["data"], **ck.group("data")})
     rng = ck.group("rng")
