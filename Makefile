@@ -14,7 +14,7 @@ $(STAMP): pyproject.toml constraints.txt
 	$(BIN)/pip install -q torch==2.13.0 -c constraints.txt
 	$(BIN)/pip install -q -c constraints.txt -e '.[test]'
 	# the compiled CPU kernels, once per machine (falls back to PyTorch with a note if it cannot)
-	$(BIN)/python -m tfamily.nn.kernels.native
+	$(BIN)/python -c 'from tfamily.nn.kernels.native import main; main()'
 	touch $(STAMP)
 
 venv: $(STAMP)

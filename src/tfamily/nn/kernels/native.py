@@ -84,5 +84,10 @@ def _load():
     return None
 
 
-if __name__ == "__main__":  # `python -m tfamily.nn.kernels.native`: build now (make calls this)
+def main() -> None:
+    """Build now and say where (``make`` calls this during set-up)."""
     print("tfamily: compiled CPU kernels " + ("ready in " + str(build_dir()) if ops() is not None else "off"))
+
+
+if __name__ == "__main__":
+    main()
