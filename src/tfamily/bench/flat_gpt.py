@@ -53,6 +53,8 @@ class ReferenceBlock(nn.Module):
 
 
 class ReferenceGPT(nn.Module):
+    block = ReferenceBlock
+
     def __init__(self, vocab_size: int, d_model: int, n_layers: int, n_heads: int, n_kv_heads: int,
                  max_len: int, d_ff: int | None = None, d_head: int | None = None):
         super().__init__()
@@ -60,15 +62,18 @@ class ReferenceGPT(nn.Module):
         self.wte = nn.Parameter(torch.randn(vocab_size, d_model) * d_model ** -0.5)
         self.wpe = nn.Parameter(torch.randn(max_len, d_model))
         d_head = d_head or d_model // n_heads
-        self.blocks = nn.ModuleList(ReferenceBlock(d_model, n_heads, n_kv_heads, d_head, d_ff or 4 * d_model)
+        self.blocks = nn.ModuleList(self.block(d_model, n_heads, n_kv_heads, d_head, d_ff or 4 * d_model)
                                     for _ in range(n_layers))
         self.ln_f = nn.LayerNorm(d_model)
         self.logit_scale = nn.Parameter(torch.tensor(d_model ** -0.5))
 
+    def embed(self, tokens: Tensor) -> Tensor:
+        return self.wte[tokens]
+
     def forward(self, tokens: Tensor) -> Tensor:
         """``tokens``: (b, n) -> logits (b, n, vocab)."""
         n = tokens.shape[1]
-        x = self.wte[tokens] * math.sqrt(self.d_model) + self.wpe[:n]
+        x = self.embed(tokens) * math.sqrt(self.d_model) + self.wpe[:n]
         for block in self.blocks:
             x = block(x)
         return (self.ln_f(x) * self.logit_scale) @ self.wte.t()
@@ -140,28 +145,13 @@ class FlatBlock(nn.Module):
         return x + self.fc2(F.gelu(self.fc1(self.ln2(x))))
 
 
-class FlatGPT(nn.Module):
+class FlatGPT(ReferenceGPT):
     """``ReferenceGPT`` with ``FlatBlock``s: same parameters, the QKV weights stacked."""
 
-    def __init__(self, vocab_size: int, d_model: int, n_layers: int, n_heads: int, n_kv_heads: int,
-                 max_len: int, d_ff: int | None = None, d_head: int | None = None):
-        super().__init__()
-        self.d_model = d_model
-        self.wte = nn.Parameter(torch.randn(vocab_size, d_model) * d_model ** -0.5)
-        self.wpe = nn.Parameter(torch.randn(max_len, d_model))
-        d_head = d_head or d_model // n_heads
-        self.blocks = nn.ModuleList(FlatBlock(d_model, n_heads, n_kv_heads, d_head, d_ff or 4 * d_model)
-                                    for _ in range(n_layers))
-        self.ln_f = nn.LayerNorm(d_model)
-        self.logit_scale = nn.Parameter(torch.tensor(d_model ** -0.5))
+    block = FlatBlock
 
-    def forward(self, tokens: Tensor) -> Tensor:
-        """``tokens``: (b, n) -> logits (b, n, vocab)."""
-        n = tokens.shape[1]
-        x = F.embedding(tokens, self.wte) * math.sqrt(self.d_model) + self.wpe[:n]
-        for block in self.blocks:
-            x = block(x)
-        return (self.ln_f(x) * self.logit_scale) @ self.wte.t()
+    def embed(self, tokens: Tensor) -> Tensor:
+        return F.embedding(tokens, self.wte)
 
     @torch.no_grad()
     def copy_from(self, ref: ReferenceGPT) -> "FlatGPT":
