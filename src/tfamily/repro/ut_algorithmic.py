@@ -36,6 +36,7 @@ from .. import members
 from ..bench.results import print_rows, write_rows
 from ..build import build
 from ..models.generate import greedy_decode
+from ..train.tasks.seq2seq import pairs_batch
 
 TASKS = ("copy", "reverse", "addition")
 MODELS = ("lstm", "transformer", "ut", "ut_act")
@@ -104,17 +105,7 @@ def sample(task: str, n: int, max_len: int, gen: torch.Generator) -> list[tuple[
 
 def collate(pairs: list[tuple[list[int], list[int]]]) -> dict:
     """Pairs -> the seq2seq batch of ``train.tasks.seq2seq`` (BOS + target in, target + EOS out)."""
-    b, m, t = len(pairs), max(len(s) for s, _ in pairs), max(len(y) for _, y in pairs) + 1
-    src = torch.zeros(b, m, dtype=torch.long)
-    tgt_in, tgt_out = torch.zeros(b, t, dtype=torch.long), torch.zeros(b, t, dtype=torch.long)
-    src_padding, tgt_padding = torch.zeros(b, m, dtype=torch.bool), torch.zeros(b, t, dtype=torch.bool)
-    for i, (s, y) in enumerate(pairs):
-        src[i, :len(s)], src_padding[i, :len(s)] = torch.tensor(s), True
-        tgt_in[i, :len(y) + 1] = torch.tensor([BOS] + y)
-        tgt_out[i, :len(y) + 1] = torch.tensor(y + [EOS])
-        tgt_padding[i, :len(y) + 1] = True
-    return {"src": src, "src_padding": src_padding, "tgt_in": tgt_in, "tgt_out": tgt_out,
-            "tgt_padding": tgt_padding, "loss_mask": tgt_padding.clone()}
+    return pairs_batch(pairs, BOS, EOS)
 
 
 def strip(decoded: Tensor) -> list[list[int]]:

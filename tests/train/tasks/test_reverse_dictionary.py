@@ -11,7 +11,7 @@ import torch
 from tfamily.data.paths import DataNotFoundError
 from tfamily.train.config import DataConfig
 from tfamily.train.task import make_task
-from tfamily.train.tasks.reverse_dictionary import ReverseDictionaryTask, collate
+from tfamily.train.tasks.reverse_dictionary import ReverseDictionaryTask
 
 
 def write_dictionary(path, n_words: int = 240, seed: int = 0):
@@ -89,14 +89,6 @@ def test_eval_walks_the_split_in_order(tmp_path, split, name):
     ranks = [task(tmp_path, split=split, rank=r, world_size=2) for r in range(2)]
     shards = [[p for b in r.eval_batches(None, 6) for p in pairs_of(r, b)] for r in ranks]
     assert shards[0] == got[0::2] and shards[1] == got[1::2]
-
-
-def test_collate_by_hand():
-    b = collate([([1, 2, 3], [4]), ([5], [6, 7])], bos=9, eos=8)
-    assert b["src"].tolist() == [[1, 2, 3], [5, 0, 0]]
-    assert b["src_padding"].tolist() == [[True, True, True], [True, False, False]]
-    assert b["tgt_in"].tolist() == [[9, 4, 0], [9, 6, 7]] and b["tgt_out"].tolist() == [[4, 8, 0], [6, 7, 8]]
-    assert b["tgt_padding"].tolist() == [[True, True, False], [True, True, True]]
 
 
 def test_make_task_wiring_and_errors(tmp_path, monkeypatch):

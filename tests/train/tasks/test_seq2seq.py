@@ -9,7 +9,7 @@ import torch
 from tfamily.data import make_task
 from tfamily.train import loop
 from tfamily.train.config import DataConfig, load
-from tfamily.train.tasks.seq2seq import PairTask, to_pair
+from tfamily.train.tasks.seq2seq import PairTask, pairs_batch, to_pair
 
 
 def _rows(pair: dict, i: int) -> tuple[list[int], list[int], list[int]]:
@@ -77,3 +77,11 @@ def test_encoder_decoder_learns_copy_through_the_shared_loop(tmp_path):
     r = trainer.fit()
     trainer.close()
     assert r["val_loss"] < before["loss"] / 2 and r["val_acc"] > 0.5  # chance on the answer is about 1/5
+
+
+def test_pairs_batch_by_hand():
+    b = pairs_batch([([1, 2, 3], [4]), ([5], [6, 7])], bos=9, eos=8)
+    assert b["src"].tolist() == [[1, 2, 3], [5, 0, 0]]
+    assert b["src_padding"].tolist() == [[True, True, True], [True, False, False]]
+    assert b["tgt_in"].tolist() == [[9, 4, 0], [9, 6, 7]] and b["tgt_out"].tolist() == [[4, 8, 0], [6, 7, 8]]
+    assert b["tgt_padding"].tolist() == [[True, True, False], [True, True, True]]

@@ -22,26 +22,11 @@ from ...data.gcide import ALPHABET, Pair, load_reverse_dictionary
 from ...data.vocab import CharVocab
 from ..config import DataConfig
 from ..task import step_position
+from .seq2seq import pairs_batch
 from .synthetic import generator
 
 NAME = "reverse_dictionary"
 PARAMS = ("path", "split_seed", "max_def_len", "min_def_len", "max_word_len", "senses")
-
-
-def collate(pairs: list[tuple[list[int], list[int]]], bos: int, eos: int, pad: int = 0) -> dict:
-    """(source ids, target ids) pairs -> a seq2seq batch: BOS + target in, target + EOS out."""
-    b = len(pairs)
-    m, t = max(len(s) for s, _ in pairs), max(len(y) for _, y in pairs) + 1
-    src = torch.full((b, m), pad, dtype=torch.long)
-    tgt_in, tgt_out = torch.full((b, t), pad, dtype=torch.long), torch.full((b, t), pad, dtype=torch.long)
-    src_padding, tgt_padding = torch.zeros(b, m, dtype=torch.bool), torch.zeros(b, t, dtype=torch.bool)
-    for i, (s, y) in enumerate(pairs):
-        src[i, :len(s)], src_padding[i, :len(s)] = torch.tensor(s), True
-        tgt_in[i, :len(y) + 1] = torch.tensor([bos] + y)
-        tgt_out[i, :len(y) + 1] = torch.tensor(y + [eos])
-        tgt_padding[i, :len(y) + 1] = True
-    return {"src": src, "src_padding": src_padding, "tgt_in": tgt_in, "tgt_out": tgt_out,
-            "tgt_padding": tgt_padding, "loss_mask": tgt_padding.clone()}
 
 
 class ReverseDictionaryTask:
@@ -84,14 +69,14 @@ class ReverseDictionaryTask:
         return self.data.split(split)
 
     def batch(self, pairs: list[Pair]) -> dict:
-        return collate(self.encode(pairs), self.bos, self.eos)
+        return pairs_batch(self.encode(pairs), self.bos, self.eos)
 
     def next(self) -> dict:
         g = generator(self.seed, self.step)
         idx = torch.randint(len(self.train_ids), (self.batch_size * self.world_size,), generator=g)
         rows = idx[self.rank * self.batch_size:(self.rank + 1) * self.batch_size].tolist()
         self.step += 1
-        return collate([self.train_ids[i] for i in rows], self.bos, self.eos)
+        return pairs_batch([self.train_ids[i] for i in rows], self.bos, self.eos)
 
     def size(self, batch: dict) -> int:
         return batch["src"].numel() + batch["tgt_in"].numel()
@@ -128,4 +113,4 @@ class ReverseDictionaryTask:
         mine = self._eval_ids(max_units)[self.rank::self.world_size]
         rows = max(1, batch_size // self.world_size)
         for i in range(0, len(mine), rows):
-            yield collate(mine[i:i + rows], self.bos, self.eos)
+            yield pairs_batch(mine[i:i + rows], self.bos, self.eos)

@@ -19,6 +19,22 @@ from ..config import DataConfig
 from .synthetic import SyntheticTask
 
 
+def pairs_batch(pairs: list[tuple[list[int], list[int]]], bos: int, eos: int, pad: int = 0) -> dict:
+    """(source ids, target ids) pairs -> a seq2seq batch: BOS + target in, target + EOS out."""
+    b = len(pairs)
+    m, t = max(len(s) for s, _ in pairs), max(len(y) for _, y in pairs) + 1
+    src = torch.full((b, m), pad, dtype=torch.long)
+    tgt_in, tgt_out = torch.full((b, t), pad, dtype=torch.long), torch.full((b, t), pad, dtype=torch.long)
+    src_padding, tgt_padding = torch.zeros(b, m, dtype=torch.bool), torch.zeros(b, t, dtype=torch.bool)
+    for i, (s, y) in enumerate(pairs):
+        src[i, :len(s)], src_padding[i, :len(s)] = torch.tensor(s), True
+        tgt_in[i, :len(y) + 1] = torch.tensor([bos] + y)
+        tgt_out[i, :len(y) + 1] = torch.tensor(y + [eos])
+        tgt_padding[i, :len(y) + 1] = True
+    return {"src": src, "src_padding": src_padding, "tgt_in": tgt_in, "tgt_out": tgt_out,
+            "tgt_padding": tgt_padding, "loss_mask": tgt_padding.clone()}
+
+
 def to_pair(batch: dict, bos: int, eos: int, pad: int = 0) -> dict:
     """An LM batch ``{"x", "y", "loss_mask"}`` whose scored positions are one contiguous
     run per row -> a source/target pair batch."""
