@@ -20,6 +20,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from ..patterns import Causal, Full, Pattern, PerHead
+from . import fused_blocks
 from .base import allowed_mask
 from .flash_lse import attention_with_lse
 from .gather import permute, reorder, take
@@ -157,6 +158,10 @@ def attend_group(q, k, v, query_order, parts, heads, bias, ctx, want_lse: bool):
     per_head = parts_per_head(parts)
     plan = get_plan(parts, query_order, n, k.shape[2], ctx["q_offset"], ctx["block"],
                     heads if per_head else None, q.device, fold=1 if per_head else h // k.shape[1])
+    ops = fused_blocks.usable(q)
+    if ops is not None:  # the compiled kernel: tiles read in place, one call per group
+        out, lse = fused_blocks.attend(ops, q, k, v, plan, ctx["key_padding"], bias, ctx["scale"], ctx["dropout_p"])
+        return out, (lse if want_lse else None), None
     qv = q if plan.q_identity else reorder(q, 2, plan.q_index, ((0, plan.q_index.numel(), plan.q_slot),))
     if plan.k_identity:
         kv, vv = k, v

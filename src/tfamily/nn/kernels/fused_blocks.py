@@ -1,0 +1,121 @@
+"""The compiled path of the block-sparse kernel (``csrc/blocksparse.cpp``).
+
+Computes one plan group (one softmax) in place: each query tile against the key tiles its
+plan row lists, online softmax, the log-sum-exp returned for unions merged by the caller, and
+a FlashAttention-2 backward that recomputes the tiles. The same function as
+``blocksparse.attend_group``'s gather-and-SDPA path (tested equal in outputs and gradients).
+
+It serves CPU tensors in float32, float64 and bfloat16/float16 (computed in float32: the tiles
+are small GEMMs through the BLAS libtorch carries, which on these CPUs has no faster
+half-precision small-GEMM path to call from inside a tile). Attention dropout draws its masks
+from a hash of (seed, batch, head, query, key), the seed from torch's generator, so the masks
+differ from the SDPA path's but follow the same law and the backward redraws them exactly.
+"""
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+from . import native
+from .layout import Plan
+
+_DTYPES = (torch.float32, torch.float64, torch.bfloat16, torch.float16)
+
+
+def usable(q: Tensor):
+    """The compiled ops when they can serve this call, else None."""
+    if q.device.type != "cpu" or q.dtype not in _DTYPES:
+        return None
+    return native.ops()
+
+
+def plan_rows(plan: Plan) -> tuple:
+    """The plan as compressed rows, cached on it: ``(q_index, q_valid, k_index, row_ptr, cols,
+    mids, masks)``. Row ``head * n_q_tiles + tile`` visits key tiles ``cols[row_ptr[r]:row_ptr[r+1]]``;
+    ``mids`` is -1 for a tile allowed everywhere, else the index of its (B, B) mask in ``masks``."""
+    hit = plan.cache.get("rows")
+    if hit is not None:
+        return hit
+    B = plan.block
+    rows, cols, full, tiles = [], [], [], []
+    for bk in plan.buckets:
+        R, K = bk.kv.shape
+        t = bk.mask.view(R, B, K, B).permute(0, 2, 1, 3)  # (R, K, B, B)
+        live = t.any(-1).any(-1)
+        rows.append(bk.rows[:, None].expand(R, K)[live])
+        cols.append(bk.kv[live])
+        full.append(t.all(-1).all(-1)[live])
+        tiles.append(t[live])
+    rows, cols, full, tiles = (torch.cat(x) for x in (rows, cols, full, tiles))
+    order = torch.sort(rows, stable=True).indices
+    rows, cols, full, tiles = rows[order], cols[order], full[order], tiles[order]
+    n_rows = plan.n_layout_heads * plan.n_q_tiles
+    row_ptr = torch.zeros(n_rows + 1, dtype=torch.long)
+    row_ptr[1:] = torch.bincount(rows, minlength=n_rows).cumsum(0)
+    mids = torch.full(rows.shape, -1, dtype=torch.int32)
+    partial = ~full
+    mids[partial] = torch.arange(int(partial.sum()), dtype=torch.int32)
+    out = (plan.q_index.contiguous(), plan.q_valid.to(torch.uint8).contiguous(), plan.k_index.contiguous(),
+           row_ptr, cols.to(torch.int32).contiguous(), mids, tiles[partial].to(torch.uint8).contiguous())
+    plan.cache["rows"] = out
+    return out
+
+
+def attend(ops, q: Tensor, k: Tensor, v: Tensor, plan: Plan, key_padding: Tensor | None, bias: Tensor | None,
+           scale: float, dropout_p: float) -> tuple[Tensor, Tensor]:
+    """One plan group: ``(out (b, h, n, e), lse (b, h, n))`` in q's dtype; a query that sees no
+    key has a zero output and lse = the dtype's lowest value."""
+    dtype = q.dtype
+    work = dtype if dtype in (torch.float32, torch.float64) else torch.float32
+    q, k, v = (_rows(t.to(work)) for t in (q, k, v))
+    b, h, n, _ = q.shape
+    if bias is not None:
+        while bias.dim() < 4:
+            bias = bias[None]
+        bias = bias.to(work).expand(b, h, n, k.shape[2])
+    kp = None if key_padding is None else key_padding.to(torch.uint8).contiguous()
+    seed = int(torch.randint(0, 2 ** 62, ()).item()) if dropout_p > 0 else 0
+    empty = q.new_empty(0)
+    args = plan_rows(plan) + (empty if kp is None else kp, empty if bias is None else bias, plan.block,
+                              plan.heads is not None, plan.q_identity, plan.k_identity, float(scale),
+                              float(dropout_p), seed)
+    out, lse = FusedBlockSparse.apply(q, k, v, bias, args, group_tiles(plan.block), ops)
+    return out.to(dtype), lse.to(dtype)
+
+
+def _rows(t: Tensor) -> Tensor:
+    """The kernel reads rows in place at any batch/head/row strides; only the head dim must be dense."""
+    return t if t.stride(-1) == 1 else t.contiguous()
+
+
+# Keys per GEMM: a query tile's key tiles are scored in groups of about this many keys (one
+# B x W product instead of W / B small ones), small enough that a group's scores stay in L2.
+GROUP_KEYS = 512
+
+
+def group_tiles(block: int) -> int:
+    return max(1, GROUP_KEYS // block)
+
+
+class FusedBlockSparse(torch.autograd.Function):
+    """``bias`` is passed twice: as an input (for its gradient) and inside ``args`` (for the op)."""
+
+    @staticmethod
+    def forward(ctx, q, k, v, bias, args, group, ops):
+        out, lse = ops.blocksparse_forward(q, k, v, *args, group)
+        ctx.save_for_backward(q, k, v, out, lse)
+        ctx.args, ctx.group, ctx.ops, ctx.has_bias = args, group, ops, bias is not None
+        return out, lse
+
+    @staticmethod
+    def backward(ctx, dout, dlse):
+        q, k, v, out, lse = ctx.saved_tensors
+        dout = torch.zeros_like(out) if dout is None else _rows(dout)
+        # d lse = softmax: it enters as a shift of rowsum(dO * O) (the caller merges unions by lse).
+        delta = (dout * out).sum(-1)
+        if dlse is not None:
+            delta = delta - dlse
+        bias_grad = ctx.has_bias and ctx.needs_input_grad[3]
+        dq, dk, dv, db = ctx.ops.blocksparse_backward(q, k, v, *ctx.args, lse, delta.contiguous(), dout, bias_grad,
+                                                       ctx.group)
+        return dq, dk, dv, (db if bias_grad else None), None, None, None

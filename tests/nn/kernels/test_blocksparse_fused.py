@@ -1,0 +1,172 @@
+"""The compiled block-sparse kernel (fused_blocks.py, csrc/blocksparse.cpp) against the PyTorch
+path of blocksparse.py (gathered tiles + SDPA, itself tested against the dense reference in
+test_blocksparse.py) and against the reference kernel: equal outputs and gradients in float64 on
+fresh random inputs, for every pattern in the catalogue, lengths that are not multiples of the
+tile, a query offset, key padding, an additive bias with its gradient, grouped-query heads,
+strided (non-contiguous) inputs, one and several key-tile groups per GEMM; bf16 within rounding;
+attention dropout by gradcheck and by its law."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+from tfamily.nn.kernels import BlockSparseKernel, ReferenceKernel, fused_blocks, native
+from tfamily.nn.kernels.layout import get_plan, split
+from tfamily.nn.patterns import SlidingWindow
+from tfamily.nn.patterns.examples import examples
+
+pytestmark = pytest.mark.skipif(native.ops() is None, reason="compiled kernels unavailable (no compiler)")
+
+BLOCK = 16
+PATTERNS = {k: p for k, p in examples(80, toys=True).items() if k != "causal"}  # causal goes to SDPA
+
+
+def _inputs(seed, b=2, h=4, h_kv=2, n=77, m=77, e=8, dtype=torch.float64):
+    gen = torch.Generator().manual_seed(seed)
+    return [torch.randn(b, hh, t, e, dtype=dtype, generator=gen).requires_grad_()
+            for hh, t in ((h, n), (h_kv, m), (h_kv, m))]
+
+
+def _run(monkeypatch, compiled, q, k, v, pattern, block=BLOCK, seed=0, **kw):
+    """Output and gradients (q, k, v, and the bias when given) of one call on the chosen path."""
+    monkeypatch.setenv("TFAMILY_NATIVE", "1" if compiled else "0")
+    calls = []
+    real = fused_blocks.FusedBlockSparse.apply
+    monkeypatch.setattr(fused_blocks.FusedBlockSparse, "apply", lambda *a: calls.append(1) or real(*a))
+    out, _ = BlockSparseKernel(block)(q, k, v, pattern=pattern, **kw)
+    assert bool(calls) == compiled, "the call did not take the path under test"
+    inputs = [q, k, v] + ([kw["bias"]] if kw.get("bias") is not None else [])
+    g = torch.randn(out.shape, dtype=torch.float64, generator=torch.Generator().manual_seed(seed + 1))
+    return [out, *torch.autograd.grad(out, inputs, g.to(out.dtype))]
+
+
+def _same(got, want, tol=1e-10):
+    for i, (a, b) in enumerate(zip(got, want)):
+        torch.testing.assert_close(a, b, rtol=tol, atol=tol, msg=lambda m: f"tensor {i}: {m}")
+
+
+@pytest.mark.parametrize("name", list(PATTERNS))
+@pytest.mark.parametrize("n", [64, 77])
+def test_compiled_path_equals_the_pytorch_path_and_the_reference(monkeypatch, name, n):
+    for seed in range(2):
+        q, k, v = _inputs(seed + n, n=n, m=n)
+        got = _run(monkeypatch, True, q, k, v, PATTERNS[name], seed=seed)
+        _same(got, _run(monkeypatch, False, q, k, v, PATTERNS[name], seed=seed))
+        out, _ = ReferenceKernel()(q, k, v, pattern=PATTERNS[name])
+        g = torch.randn(out.shape, dtype=torch.float64, generator=torch.Generator().manual_seed(seed + 1))
+        _same(got, [out, *torch.autograd.grad(out, [q, k, v], g)])
+
+
+@pytest.mark.parametrize("name", ["sliding_window", "strided_merged", "fixed_heads", "bigbird", "local_2d",
+                                  "longformer", "mixed_heads"])
+@pytest.mark.parametrize("with_bias", [True, False])
+def test_offset_padding_and_bias_with_its_gradient(monkeypatch, name, with_bias):
+    # Queries 30..79 over 80 keys (a cache or XL memory), padded keys, a learned additive bias.
+    n, m = 50, 80
+    for seed in range(3):
+        q, k, v = _inputs(seed, n=n, m=m)
+        gen = torch.Generator().manual_seed(50 + seed)
+        bias = torch.randn(1, 4, n, m, dtype=torch.float64, generator=gen).requires_grad_() if with_bias else None
+        pad = torch.rand(2, m, generator=gen) > 0.3
+        kw = dict(q_offset=m - n, key_padding=pad, bias=bias, seed=seed)
+        _same(_run(monkeypatch, True, q, k, v, PATTERNS[name], **kw),
+              _run(monkeypatch, False, q, k, v, PATTERNS[name], **kw))
+
+
+@pytest.mark.parametrize("group_keys", [BLOCK, 2 * BLOCK, 4096])
+def test_online_softmax_across_key_groups(monkeypatch, group_keys):
+    # One tile per GEMM (the online softmax merges every tile), two, or a whole row in one GEMM.
+    monkeypatch.setattr(fused_blocks, "GROUP_KEYS", group_keys)
+    for name in ("bigbird", "longformer", "strided_merged"):
+        q, k, v = _inputs(3, n=77, m=77)
+        _same(_run(monkeypatch, True, q, k, v, PATTERNS[name]), _run(monkeypatch, False, q, k, v, PATTERNS[name]))
+
+
+@pytest.mark.parametrize("h,h_kv", [(4, 4), (4, 1), (8, 2)])
+def test_grouped_query_heads_read_shared_keys(monkeypatch, h, h_kv):
+    for name in ("sliding_window", "strided_heads", "bigbird"):
+        q, k, v = _inputs(h * 10 + h_kv, b=1, h=h, h_kv=h_kv, n=70, m=70)
+        _same(_run(monkeypatch, True, q, k, v, PATTERNS[name]), _run(monkeypatch, False, q, k, v, PATTERNS[name]))
+
+
+def test_strided_inputs_are_read_in_place(monkeypatch):
+    # q, k, v as the projections produce them: (b, n, h, e) viewed as (b, h, n, e).
+    gen = torch.Generator().manual_seed(11)
+    base = [torch.randn(2, 64, hh, 8, dtype=torch.float64, generator=gen) for hh in (4, 2, 2)]
+    strided = [t.transpose(1, 2).requires_grad_() for t in (b.clone() for b in base)]
+    strided = [t.detach().requires_grad_() for t in strided]
+    assert not strided[0].is_contiguous()
+    dense = [t.detach().contiguous().requires_grad_() for t in strided]
+    for name in ("sliding_window", "bigbird"):
+        _same(_run(monkeypatch, True, *strided, PATTERNS[name]), _run(monkeypatch, True, *dense, PATTERNS[name]))
+
+
+def test_a_query_that_sees_no_key_outputs_zero_with_finite_gradients(monkeypatch):
+    q, k, v = _inputs(5, n=64, m=64)
+    pad = torch.ones(2, 64, dtype=torch.bool)
+    pad[1] = False  # the second sequence is all padding
+    got = _run(monkeypatch, True, q, k, v, PATTERNS["sliding_window"], key_padding=pad)
+    assert got[0][1].abs().max() == 0
+    assert all(torch.isfinite(t).all() for t in got)
+    _same(got, _run(monkeypatch, False, q, k, v, PATTERNS["sliding_window"], key_padding=pad))
+
+
+@pytest.mark.parametrize("name", ["sliding_window", "bigbird", "strided_merged", "local_2d"])
+def test_bfloat16_within_rounding_of_float32(monkeypatch, name):
+    q, k, v = _inputs(9, n=70, m=70, e=16, dtype=torch.float32)
+    exact = _run(monkeypatch, True, q, k, v, PATTERNS[name])
+    half = [t.detach().bfloat16().requires_grad_() for t in (q, k, v)]
+    got = _run(monkeypatch, True, *half, PATTERNS[name])
+    assert got[0].dtype == torch.bfloat16 and got[1].dtype == torch.bfloat16
+    for a, b in zip(got, exact):  # inputs rounded to bf16 (8 bits): errors of a few percent of the scale
+        assert (a.float() - b).abs().max() <= 0.05 * b.abs().max() + 1e-3
+
+
+def test_float32_agrees_with_float64_within_rounding(monkeypatch):
+    q, k, v = _inputs(4, n=77, m=77)
+    exact = _run(monkeypatch, True, q, k, v, PATTERNS["bigbird"])
+    single = [t.detach().float().requires_grad_() for t in (q, k, v)]
+    got = _run(monkeypatch, True, *single, PATTERNS["bigbird"])
+    for a, b in zip(got, exact):
+        torch.testing.assert_close(a.double(), b, rtol=1e-4, atol=1e-5)
+
+
+def test_dropout_gradients_by_gradcheck(monkeypatch):
+    monkeypatch.setenv("TFAMILY_NATIVE", "1")
+    q, k, v = _inputs(6, b=1, h=2, h_kv=1, n=40, m=40, e=4)
+    kernel = BlockSparseKernel(BLOCK)
+
+    def f(q, k, v):
+        torch.manual_seed(0)  # the same seed, hence the same mask, at every evaluation
+        return kernel(q, k, v, pattern=PATTERNS["bigbird"], dropout_p=0.3)[0]
+    assert torch.autograd.gradcheck(f, (q, k, v), eps=1e-6, atol=1e-6)
+
+
+def test_dropout_is_seeded_and_unbiased(monkeypatch):
+    monkeypatch.setenv("TFAMILY_NATIVE", "1")
+    q, k, v = (t.detach() for t in _inputs(8, b=1, h=2, h_kv=2, n=48, m=48))
+    kernel = BlockSparseKernel(BLOCK)
+    pattern = PATTERNS["sliding_window"]
+    torch.manual_seed(1)
+    a = kernel(q, k, v, pattern=pattern, dropout_p=0.25)[0]
+    torch.manual_seed(1)
+    b = kernel(q, k, v, pattern=pattern, dropout_p=0.25)[0]
+    torch.testing.assert_close(a, b, rtol=0, atol=0)
+    plain = kernel(q, k, v, pattern=pattern)[0]
+    assert (a - plain).abs().max() > 1e-3  # something was dropped
+    mean = sum(kernel(q, k, v, pattern=pattern, dropout_p=0.25)[0] for _ in range(400)) / 400
+    # E[out] = the undropped output; the mean of 400 draws is within a few standard errors.
+    assert (mean - plain).abs().mean() < 0.05 * plain.abs().mean()
+
+
+def test_plan_rows_list_every_live_tile_once():
+    pattern = SlidingWindow(20)
+    (qo, parts), = split(pattern)
+    plan = get_plan(parts, qo, 100, 100, 0, BLOCK, None, torch.device("cpu"))
+    q_index, q_valid, k_index, row_ptr, cols, mids, masks = fused_blocks.plan_rows(plan)
+    assert row_ptr[-1] == cols.numel() == mids.numel() and int((mids >= 0).sum()) == masks.shape[0]
+    live = sum(int(bk.mask.view(bk.kv.shape[0], BLOCK, -1, BLOCK).any(1).any(-1).sum()) for bk in plan.buckets)
+    assert cols.numel() == live
+    for r in range(plan.n_q_tiles):  # a row's tiles are distinct and cover its window
+        row = cols[row_ptr[r]:row_ptr[r + 1]].tolist()
+        assert len(row) == len(set(row)) and max(row) == r
