@@ -31,13 +31,16 @@ from pathlib import Path
 from .results import write_rows
 
 BASELINE = "dense_causal_sdpa"
-FIELDS = ["pattern", "kernel", "seq_len", "density", "causal_density", "fwd_ms", "fwd_bwd_ms", "peak_mb",
+TILED_CAUSAL = "causal_tiles"  # dense causal through the block-sparse tiles (opt-in by name)
+FIELDS = ["pattern", "kernel", "impl", "seq_len", "density", "causal_density", "fwd_ms", "fwd_bwd_ms", "peak_mb",
           "plan_ms", "dense_fwd_bwd_ms", "vs_target", "batch", "heads", "d_head", "block_size", "device"]
 
 
 def add_args(p) -> None:
     p.add_argument("--seq-lens", type=int, nargs="+", default=[1024, 2048, 4096, 8192, 16384])
-    p.add_argument("--patterns", nargs="*", default=None, help="catalogue names (default: all)")
+    p.add_argument("--patterns", nargs="*", default=None,
+                   help=f"catalogue names (default: all but causal), or {TILED_CAUSAL}: dense causal through the "
+                        "kernel's own tiles")
     p.add_argument("--kernel", default="blocksparse", choices=["blocksparse", "flex"],
                    help="flex is forward-only on CPU (fwd_bwd_ms is then null)")
     p.add_argument("--block-size", type=_block, default="auto",
@@ -63,7 +66,7 @@ def run(args) -> int:
     from ..nn.patterns.examples import examples
     # "causal" is left out by default: both kernels hand it to fused SDPA (the baseline itself).
     names = args.patterns if args.patterns is not None else [n for n in examples(1024) if n != "causal"]
-    unknown = sorted(set(names) - set(examples(1024)))
+    unknown = sorted(set(names) - set(examples(1024)) - {TILED_CAUSAL})
     if unknown:
         raise ValueError(f"unknown pattern(s) {unknown}; choose from {', '.join(examples(1024))}")
     rows = []
@@ -118,6 +121,16 @@ def _worker(args) -> int:
         if args.worker == BASELINE:
             fn = lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True)  # noqa: E731
             allowed, kernel_name, plan_ms, tiles = h * L * (L + 1) // 2, "sdpa", 0.0, []
+        elif args.worker == TILED_CAUSAL:
+            # Dense causal through the block-sparse kernel itself (the kernel hands the plain
+            # causal pattern to SDPA; this row measures what its own tiles cost on it).
+            from ..nn.kernels.blocksparse import sparse_attention
+            from ..nn.patterns import Causal
+            ctx = dict(q_offset=0, key_padding=None, dropout_p=0.0, scale=e ** -0.5, block=args.block_size)
+            fn = lambda q, k, v: sparse_attention(q, k, v, Causal(), tuple(range(h)), None, ctx)  # noqa: E731
+            with torch.no_grad():
+                fn(q, k, v)
+            allowed, kernel_name, plan_ms, tiles = h * L * (L + 1) // 2, args.kernel, 0.0, []
         else:
             pattern = examples(L)[args.worker]
             if args.kernel == "flex" and args.block_size == "auto":
@@ -147,7 +160,8 @@ def _worker(args) -> int:
             dense = _time(lambda: F.scaled_dot_product_attention(qg, kg, vg, is_causal=True).backward(grad),
                           reps, cuda, warm=L <= 4096)
         peak = (torch.cuda.max_memory_allocated(dev) / 2 ** 20 if cuda else _peak_rss_mb() - start)
-        rows.append(dict(pattern=args.worker, kernel=kernel_name, seq_len=L, density=round(allowed / (h * L * L), 5),
+        rows.append(dict(pattern=args.worker, kernel=kernel_name, impl=_impl(args, q), seq_len=L,
+                         density=round(allowed / (h * L * L), 5),
                          causal_density=round(allowed / (h * L * (L + 1) / 2), 5), fwd_ms=round(fwd, 2),
                          fwd_bwd_ms=None if fwd_bwd is None else round(fwd_bwd, 2), peak_mb=round(peak, 1),
                          dense_fwd_bwd_ms=round(dense if dense is not None else fwd_bwd, 2),
@@ -156,6 +170,16 @@ def _worker(args) -> int:
                          device=str(dev)))
     print(json.dumps(rows))
     return 0
+
+
+def _impl(args, q) -> str:
+    """Which code ran: the compiled block-sparse kernel, its PyTorch path, or another kernel."""
+    if args.worker == BASELINE:
+        return "sdpa"
+    if args.kernel != "blocksparse":
+        return args.kernel
+    from ..nn.kernels import fused_blocks
+    return "compiled" if fused_blocks.usable(q) is not None else "pytorch"
 
 
 def _time(fn, reps: int, cuda: bool, warm: bool = True) -> float:

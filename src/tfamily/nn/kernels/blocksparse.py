@@ -147,7 +147,9 @@ def _interleaved_heads(q, k, v, pattern: PerHead, bias, fn, ctx: dict) -> Tensor
         bs = bias.unflatten(1, (h // n, n)).unbind(2)
     else:
         bs = (bias,) * n
-    outs = [fn(qs[i].contiguous(), ks[i].contiguous(), vs[i].contiguous(), pattern.patterns[i],
+    # The compiled kernel reads the strided head views in place; SDPA's tiles want dense copies.
+    dense = (lambda t: t) if fused_blocks.usable(q) is not None else (lambda t: t.contiguous())  # noqa: E731
+    outs = [fn(dense(qs[i]), dense(ks[i]), dense(vs[i]), pattern.patterns[i],
                tuple(range(i, h, n)), bs[i], ctx) for i in range(n)]
     return torch.stack(outs, 2).flatten(1, 2)
 
@@ -156,9 +158,10 @@ def attend_group(q, k, v, query_order, parts, heads, bias, ctx, want_lse: bool):
     """One softmax over a plan: returns (out (b, h, n, e), lse (b, h, n) | None, live)."""
     b, h, n, e = q.shape
     per_head = parts_per_head(parts)
-    plan = get_plan(parts, query_order, n, k.shape[2], ctx["q_offset"], ctx["block"],
-                    heads if per_head else None, q.device, fold=1 if per_head else h // k.shape[1])
     ops = fused_blocks.usable(q)
+    plan = get_plan(parts, query_order, n, k.shape[2], ctx["q_offset"], ctx["block"],
+                    heads if per_head else None, q.device, fold=1 if per_head else h // k.shape[1],
+                    compiled=ops is not None)
     if ops is not None:  # the compiled kernel: tiles read in place, one call per group
         out, lse = fused_blocks.attend(ops, q, k, v, plan, ctx["key_padding"], bias, ctx["scale"], ctx["dropout_p"])
         return out, (lse if want_lse else None), None

@@ -112,17 +112,19 @@ PLANS = PlanCache(size=32)
 
 
 def get_plan(parts: tuple, query_order, n: int, m: int, q_offset: int, block: int | str,
-             heads: tuple | None, device: torch.device, fold: int = 1) -> Plan:
+             heads: tuple | None, device: torch.device, fold: int = 1, compiled: bool = False) -> Plan:
     """``parts``: disjoint patterns, each read from its own key copy (its ``key_order``).
-    ``block="auto"`` picks the tile size with the lowest modelled cost (``plan_cost``);
+    ``block="auto"`` picks the tile size with the lowest modelled cost (``plan_cost``) for the
+    kernel that runs it (``compiled``: the fused C++ kernel, else SDPA on gathered tiles);
     ``fold`` is how many query heads share a tile (grouped-query heads)."""
     if block == "auto":
-        block = _BEST.get((parts, query_order, n, m, q_offset, heads, str(device), fold))
+        key = (parts, query_order, n, m, q_offset, heads, str(device), fold, compiled)
+        block = _BEST.get(key)
         if block is None:
-            costs = {b: plan_cost(get_plan(parts, query_order, n, m, q_offset, b, heads, device), fold)
-                     for b in AUTO_BLOCKS if b <= max(n, 64)}
+            costs = {b: plan_cost(get_plan(parts, query_order, n, m, q_offset, b, heads, device), fold, compiled)
+                     for b in (AUTO_BLOCKS_COMPILED if compiled else AUTO_BLOCKS) if b <= max(n, 64)}
             block = min(costs, key=costs.get)
-            _BEST[(parts, query_order, n, m, q_offset, heads, str(device), fold)] = block
+            _BEST[key] = block
     key = (parts, query_order, n, m, q_offset, block, heads, str(device))
     return PLANS.get(key, lambda: build_plan(parts, query_order, n, m, q_offset, block, heads, device))
 
@@ -132,15 +134,22 @@ def get_plan(parts: tuple, query_order, n: int, m: int, q_offset: int, block: in
 # e=64): the CPU flash kernel splits queries into chunks of 32 below 192 rows, 64 below
 # 768 and 256 above, so short tiles run below peak. Dense causal SDPA is ~1.0.
 AUTO_BLOCKS = (64, 128, 256)
+AUTO_BLOCKS_COMPILED = (32, 64, 128, 256)
 _ROW_COST = ((64, 2.6), (128, 1.5), (256, 1.15), (512, 1.07))
+# The compiled kernel (csrc/blocksparse.cpp) scores a query tile against up to 512 keys per
+# GEMM, so its cost per score hardly depends on the tile: sliding window 256 at 4K, 1 thread,
+# forward + backward per computed score, 1.05 (64), 1.00 (128), 1.05 (256); 32-row tiles cost
+# more per score but halve the waste of narrow windows (strided at 4K: 137 ms at 32, 164 at 64). It does not fold
+# grouped heads into a tile, so ``fold`` does not change its rows.
+_ROW_COST_COMPILED = ((32, 1.2), (64, 1.05), (128, 1.0), (256, 1.05))
 _BEST: dict = {}
 
 
-def plan_cost(plan: Plan, fold: int = 1) -> float:
+def plan_cost(plan: Plan, fold: int = 1, compiled: bool = False) -> float:
     """Modelled time of a plan: computed scores weighted by the per-score cost of tiles
     with that many query rows."""
-    rows = plan.block * fold
-    per_score = next((c for r, c in _ROW_COST if rows <= r), 1.0)
+    rows = plan.block if compiled else plan.block * fold
+    per_score = next((c for r, c in (_ROW_COST_COMPILED if compiled else _ROW_COST) if rows <= r), 1.0)
     return per_score * fold * sum(bk.mask.numel() for bk in plan.buckets)
 
 
