@@ -28,3 +28,20 @@ def test_bench_attention_json_rows_and_plot(tmp_path, capsys):
 def test_bench_attention_rejects_unknown_patterns(tmp_path, capsys):
     code = main(["bench", "attention", "--patterns", "nope", "--out", str(tmp_path)])
     assert code == 2 and "nope" in capsys.readouterr().err
+
+
+def test_bench_attention_names_the_code_that_ran_and_times_causal_tiles(tmp_path, capsys, monkeypatch):
+    from tfamily.nn.kernels import native
+    code = main(["bench", "attention", "--seq-lens", "128", "--heads", "2", "--d-head", "16",
+                 "--block-size", "32", "--patterns", "causal_tiles", "bigbird", "--out", str(tmp_path), "--json"])
+    assert code == 0
+    rows = {r["pattern"]: r for r in json.loads(capsys.readouterr().out)}
+    assert rows["dense_causal_sdpa"]["impl"] == "sdpa"
+    expected = "compiled" if native.ops() is not None else "pytorch"
+    assert rows["causal_tiles"]["impl"] == rows["bigbird"]["impl"] == expected
+    assert rows["causal_tiles"]["causal_density"] == 1.0 and rows["causal_tiles"]["fwd_bwd_ms"] > 0
+    monkeypatch.setenv("TFAMILY_NATIVE", "0")  # the workers inherit it
+    assert main(["bench", "attention", "--seq-lens", "128", "--heads", "2", "--d-head", "16", "--block-size", "32",
+                 "--patterns", "bigbird", "--out", str(tmp_path), "--json"]) == 0
+    rows = {r["pattern"]: r for r in json.loads(capsys.readouterr().out)}
+    assert rows["bigbird"]["impl"] == "pytorch"
