@@ -50,3 +50,26 @@ def test_bar_chart_of_the_table(tmp_path):
     rows = [{"member": "gpt", "val_bpc": 2.1, "train_s": 30.0}, {"member": "bigbird", "val_bpc": 2.3, "train_s": 41.0}]
     save_bars(rows, "val_bpc", "bpc", tmp_path / "r.png", "t", note="train_s")
     assert (tmp_path / "r.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_time_budget_and_curves_reach_every_run(tmp_path):
+    args = _args(time="10m", eval_every=50, eval_tokens=65536, corpus="kjv", seq_len=8192)
+    cmd = sparse_text.command("longformer", sparse_text.runs(8192, 32)["longformer"], args, tmp_path / "l")
+    assert cmd[cmd.index("--time-budget") + 1] == "10m" and "--max-steps" not in cmd
+    assert "train.eval_every=50" in cmd and "train.eval_tokens=65536" in cmd and "data.seq_len=8192" in cmd
+    plain = sparse_text.command("gpt", None, _args(), tmp_path / "g")
+    assert plain[plain.index("--max-steps") + 1] == "600" and "train.eval_every=null" in plain
+
+
+def test_time_to_target_is_the_first_score_at_or_below_the_dense_final(tmp_path):
+    rows = [{"member": "gpt", "val_bpc": 2.5, "steps": 40}, {"member": "longformer", "val_bpc": 2.2, "steps": 300},
+            {"member": "bigbird", "val_bpc": 2.7, "steps": 200}]
+    curves = [{"member": "gpt", "train_s": t, "val_bpc": b} for t, b in ((100, 3.0), (400, 2.6), (600, 2.5))]
+    curves += [{"member": "longformer", "train_s": t, "val_bpc": b} for t, b in ((50, 2.9), (150, 2.5), (300, 2.2))]
+    curves += [{"member": "bigbird", "train_s": t, "val_bpc": b} for t, b in ((80, 3.1), (500, 2.7))]
+    assert sparse_text.time_to_target(rows, curves, None) == 2.5
+    assert [r["time_to_target_s"] for r in rows] == [600, 150, None]
+    assert sparse_text.time_to_target(rows, curves, 2.8) == 2.8
+    assert [r["time_to_target_s"] for r in rows] == [400, 150, 500]
+    sparse_text.save_bpc_curves(curves, rows, 2.8, tmp_path / "c.png", "t")
+    assert (tmp_path / "c.png").read_bytes()[:4] == b"\x89PNG"

@@ -34,6 +34,8 @@ def test_trains_logs_and_reports(tmp_path):
     losses = [float(row["loss"]) for row in read_csv(run / "train.csv")]
     assert len(losses) == 30 and sum(losses[-5:]) < sum(losses[:5])
     assert [int(row["step"]) for row in read_csv(run / "eval.csv")] == [15, 30]
+    assert [c["step"] for c in r["curve"]] == [15, 30] and r["curve"][-1]["val_bpc"] == r["val_bpc"]
+    assert 0 < r["curve"][0]["train_s"] < r["curve"][1]["train_s"] <= r["train_s"]
     assert list((run / "tb").glob("events.out.tfevents.*"))
     assert [s for s, _ in checkpoint.step_dirs(run / "checkpoints")] == [30, 15]
     assert (run / "config.yaml").is_file() and (run / "result.json").is_file()

@@ -5,6 +5,12 @@ and fixed), Longformer and BigBird members at one shape (same width, depth, head
 sequence length, optimiser, steps and precision) with `tfamily train`, then prints
 validation bits per character and training time side by side (JSON with --json) and
 writes results.json / results.csv and a bar chart, results.png.
+
+With ``--time`` every member gets the same wall-clock budget instead of the same steps, and
+with ``--eval-every`` the runs are scored along the way: curves.json/csv and curves.png (validation
+bpc against training seconds), and each member's ``time_to_target_s``, the training seconds it
+took to reach ``--target-bpc`` (default: the dense gpt's final bpc), the time-to-bpc comparison
+of a sparse member against the dense one at long context (e.g. ``--corpus kjv --seq-len 8192``).
 Only the attention pattern and kernel differ; pattern sizes are scaled to the
 sequence length (stride ~ sqrt(L) as in Child et al. 2019, windows of L / 4).
 """
@@ -25,6 +31,12 @@ def add_args(p) -> None:
     p.add_argument("--corpus", default="tinyshakespeare")
     p.add_argument("--seq-len", type=int, default=256)
     p.add_argument("--steps", type=int, default=600)
+    p.add_argument("--time", default=None, metavar="DUR",
+                   help="the same wall-clock budget per member (e.g. 10m) instead of --steps")
+    p.add_argument("--eval-every", type=int, default=None, help="steps between validation scores (the curves)")
+    p.add_argument("--eval-tokens", type=int, default=None, help="validation tokens per score (default: all)")
+    p.add_argument("--target-bpc", type=float, default=None,
+                   help="the bpc of time_to_target_s (default: the dense gpt's final bpc)")
     p.add_argument("--batch-size", type=int, default=32)
     p.add_argument("--d-model", type=int, default=256)
     p.add_argument("--layers", type=int, default=4)
@@ -57,12 +69,15 @@ def runs(seq_len: int, block: int) -> dict:
 
 def command(member: str, params: dict | None, args, out: Path) -> list[str]:
     cmd = [sys.executable, "-m", "tfamily.cli", "train", "--member", member, "--json", "--out", str(out),
-           "--precision", args.precision, "--max-steps", str(args.steps),
+           "--precision", args.precision,
+           *(["--time-budget", str(args.time)] if getattr(args, "time", None) else ["--max-steps", str(args.steps)]),
            f"data.corpus={args.corpus}", "data.vocab=char", f"data.seq_len={args.seq_len}",
            f"model.d_model={args.d_model}", f"model.depth.n_layers={args.layers}",
            f"model.heads.n_heads={args.heads}", "model.dropout=0.0", f"model.position.max_len={args.seq_len}",
            f"train.batch_size={args.batch_size}", f"train.lr={args.lr}", "train.warmup=50",
-           "train.eval_every=null", "train.eval_tokens=null", "train.ckpt_every=null", "train.progress=false"]
+           f"train.eval_every={getattr(args, 'eval_every', None) or 'null'}",
+           f"train.eval_tokens={getattr(args, 'eval_tokens', None) or 'null'}", "train.ckpt_every=null",
+           "train.progress=false"]
     if args.threads:
         cmd.append(f"train.threads={args.threads}")
     if getattr(args, "data_dir", None):
@@ -80,7 +95,7 @@ def run(args) -> int:
     if unknown:
         raise ValueError(f"unknown run(s) {unknown}; choose from {', '.join(plan)}")
     out = Path(args.out or f"runs/repro/sparse-text/{time.strftime('%Y%m%d-%H%M%S')}")
-    rows = []
+    rows, curves = [], []
     for name in names:
         cmd = command(name, plan[name], args, out / name)
         print("# " + " ".join(cmd[2:]), file=sys.stderr, flush=True)
@@ -91,14 +106,54 @@ def run(args) -> int:
         rows.append({"member": name, "pattern": plan[name] or "causal (dense)", "val_bpc": res["val_bpc"],
                      "val_loss": res["val_loss"], "train_s": res["train_s"], "tokens_per_s": res["tokens_per_s"],
                      "steps": res["steps"], "params": res["params"], "precision": res["precision"]})
+        curves += [{"member": name, **c} for c in res.get("curve", [])]
         print(f"# {name}: val bpc {res['val_bpc']:.3f}, {res['train_s']:.0f} s", file=sys.stderr, flush=True)
+    target = time_to_target(rows, curves, args.target_bpc)
     write_rows(out, "results", rows, list(rows[0]))
+    budget = f"{args.time} each" if args.time else f"{args.steps} steps each"
     save_bars(rows, "val_bpc", "validation bits per character", out / "results.png",
-              f"{args.corpus}, L={args.seq_len}, {args.steps} steps each (training seconds on the bars)",
-              note="train_s")
+              f"{args.corpus}, L={args.seq_len}, {budget} (training seconds on the bars)", note="train_s")
+    if curves:
+        write_rows(out, "curves", curves, list(curves[0]))
+        save_bpc_curves(curves, rows, target, out / "curves.png", f"{args.corpus}, L={args.seq_len}, {budget}")
     print_rows(rows, [("member", "member", "<30"), ("val_bpc", "val bpc", ">9.3f"), ("train_s", "train s", ">9.0f"),
                       ("tokens_per_s", "tok/s", ">9.0f")], args.json)
     return 0
+
+
+def time_to_target(rows: list[dict], curves: list[dict], target: float | None) -> float | None:
+    """Set each row's ``time_to_target_s``: the training seconds of its first validation score at
+    or below ``target`` (None if it never got there). Default target: the dense gpt's final bpc."""
+    if target is None:
+        dense = [r for r in rows if r["member"] == "gpt"]
+        target = dense[0]["val_bpc"] if dense else None
+    for r in rows:
+        hit = [c["train_s"] for c in curves if c["member"] == r["member"] and c["val_bpc"] is not None
+               and target is not None and c["val_bpc"] <= target]
+        r["target_bpc"], r["time_to_target_s"] = target, (round(min(hit), 1) if hit else None)
+    return target
+
+
+def save_bpc_curves(curves: list[dict], rows: list[dict], target: float | None, path: Path, title: str) -> None:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, ax = plt.subplots(figsize=(6.5, 4))
+    for r in rows:
+        pts = [c for c in curves if c["member"] == r["member"] and c["val_bpc"] is not None]
+        when = "" if r.get("time_to_target_s") is None else f", target at {r['time_to_target_s']:.0f} s"
+        ax.plot([c["train_s"] for c in pts], [c["val_bpc"] for c in pts], "o-", ms=3,
+                label=f"{r['member']} ({r['steps']} steps{when})")
+    if target is not None:
+        ax.axhline(target, color="grey", ls=":", lw=1, label=f"target {target:.3f} bpc")
+    ax.set_xlabel("training seconds")
+    ax.set_ylabel("validation bits per character")
+    ax.set_title(title, fontsize=9)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
 
 
 if __name__ == "__main__":

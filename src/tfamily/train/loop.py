@@ -332,6 +332,9 @@ class Trainer:
                   "val_ppl": e["ppl"], "val_acc": e["acc"], "stopped": stopped, "precision": self.precision,
                   "device": str(self.device), "threads": torch.get_num_threads(), "world_size": d.world_size,
                   "run_dir": str(self.run_dir), "checkpoint": str(self.last_ckpt) if self.last_ckpt else None,
+                  # Validation against training seconds (evaluation time excluded), this process's evaluations.
+                  "curve": [{"step": v["step"], "train_s": v["train_s"], "val_loss": v["loss"], "val_bpc": v.get("bpc")}
+                            for v in self.evals],
                   **({f"train_{k}": v for k, v in self.task.report().items()} if reports else {})}
         if d.main:
             (self.run_dir / "result.json").write_text(json.dumps(result, indent=1), encoding="utf-8")
