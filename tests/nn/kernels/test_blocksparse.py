@@ -153,14 +153,17 @@ def test_full_and_causal_are_handed_to_fused_sdpa(pattern):
 
 
 def test_auto_block_size_picks_a_tile_by_cost_and_matches_reference():
-    from tfamily.nn.kernels.layout import AUTO_BLOCKS, _BEST
+    from tfamily.nn.kernels.layout import AUTO_BLOCKS, AUTO_BLOCKS_COMPILED, _BEST
     pattern = Local1D(block=200, memory=100)
     q, k, v = _inputs(1, 2, 2, 300, 300)
     ref = _run(ReferenceKernel(), q, k, v, pattern)
     got = _run(BlockSparseKernel("auto"), q, k, v, pattern)
     _close([got[0], *got[1]], [ref[0], *ref[1]], atol=5e-5, rtol=1e-4)
     chosen = [b for key, b in _BEST.items() if key[0] == (pattern,) and key[2] == 300]
-    assert chosen and chosen[0] in AUTO_BLOCKS
+    assert chosen and chosen[0] in AUTO_BLOCKS + AUTO_BLOCKS_COMPILED
+    # Only the chosen tile size's plan stays cached (the others were built to be costed).
+    cached = [key[5] for key in PLANS._plans if key[0] == (pattern,) and key[2] == 300]
+    assert cached == [chosen[0]]
     with pytest.raises(ValueError, match="auto"):
         BlockSparseKernel("big")
 

@@ -104,6 +104,9 @@ class PlanCache:
             self._plans.popitem(last=False)
         return plan
 
+    def discard(self, key) -> None:
+        self._plans.pop(key, None)
+
     def clear(self) -> None:
         self._plans.clear()
 
@@ -125,6 +128,9 @@ def get_plan(parts: tuple, query_order, n: int, m: int, q_offset: int, block: in
                      for b in (AUTO_BLOCKS_COMPILED if compiled else AUTO_BLOCKS) if b <= max(n, 64)}
             block = min(costs, key=costs.get)
             _BEST[key] = block
+            for b in costs:  # the losing candidates' plans (masks of every tile) would sit in the cache
+                if b != block:
+                    PLANS.discard((parts, query_order, n, m, q_offset, b, heads, str(device)))
     key = (parts, query_order, n, m, q_offset, block, heads, str(device))
     return PLANS.get(key, lambda: build_plan(parts, query_order, n, m, q_offset, block, heads, device))
 
