@@ -71,5 +71,5 @@ def test_time_to_target_is_the_first_score_at_or_below_the_dense_final(tmp_path)
     assert [r["time_to_target_s"] for r in rows] == [600, 150, None]
     assert sparse_text.time_to_target(rows, curves, 2.8) == 2.8
     assert [r["time_to_target_s"] for r in rows] == [400, 150, 500]
-    sparse_text.save_bpc_curves(curves, rows, 2.8, tmp_path / "c.png", "t")
+    sparse_text.save_target_curves(curves, rows, 2.8, tmp_path / "c.png", "t")
     assert (tmp_path / "c.png").read_bytes()[:4] == b"\x89PNG"

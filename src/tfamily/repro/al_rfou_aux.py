@@ -28,6 +28,7 @@ import time
 from pathlib import Path
 
 from ..bench.results import print_rows, write_rows
+from .plots import save_bpc_curves
 
 RUNS = {  # run -> objective (name, params); the paper's ablation is one switch off at a time
     "all": ("al_rfou", {}),
@@ -104,23 +105,9 @@ def train_one(run: str, args, out: Path) -> tuple[dict, list[dict]]:
 
 
 def save_curves(curve: list[dict], rows: list[dict], path: Path, title: str) -> None:
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    fig, ax = plt.subplots(figsize=(6.5, 4))
-    for r in rows:
-        pts = [c for c in curve if c["run"] == r["run"]]
-        ax.plot([c["train_s"] for c in pts], [c["val_bpc"] for c in pts], "o-", markersize=3,
-                label=f"{r['run']}: {r['val_bpc']:.3f} ({r['steps']} steps)")
-    ax.set_xlabel("training seconds")
-    ax.set_ylabel("validation bits per character")
-    ax.set_title(title, fontsize=8)
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=7)
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
+    lines = [(f"{r['run']}: {r['val_bpc']:.3f} ({r['steps']} steps)", [c for c in curve if c["run"] == r["run"]])
+             for r in rows]
+    save_bpc_curves(lines, path, title)
 
 
 def run(args) -> int:

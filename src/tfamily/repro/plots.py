@@ -72,3 +72,26 @@ def save_bars(rows: list[dict], key: str, label: str, path: Path, title: str, no
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=100)
     plt.close(fig)
+
+
+def save_bpc_curves(lines: list[tuple[str, list[dict]]], path: Path, title: str, target: float | None = None) -> None:
+    """Validation bpc against training seconds: ``lines`` is ``[(label, points)]`` with points
+    ``{"train_s", "val_bpc"}``; ``target`` draws a dotted horizontal line."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, ax = plt.subplots(figsize=(6.5, 4))
+    for label, pts in lines:
+        pts = [c for c in pts if c["val_bpc"] is not None]
+        ax.plot([c["train_s"] for c in pts], [c["val_bpc"] for c in pts], "o-", markersize=3, label=label)
+    if target is not None:
+        ax.axhline(target, color="grey", ls=":", lw=1, label=f"target {target:.3f} bpc")
+    ax.set_xlabel("training seconds")
+    ax.set_ylabel("validation bits per character")
+    ax.set_title(title, fontsize=8)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=100)
+    plt.close(fig)

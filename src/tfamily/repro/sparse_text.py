@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 
 from ..bench.results import print_rows, write_rows
-from .plots import save_bars
+from .plots import save_bars, save_bpc_curves
 
 
 def add_args(p) -> None:
@@ -115,7 +115,7 @@ def run(args) -> int:
               f"{args.corpus}, L={args.seq_len}, {budget} (training seconds on the bars)", note="train_s")
     if curves:
         write_rows(out, "curves", curves, list(curves[0]))
-        save_bpc_curves(curves, rows, target, out / "curves.png", f"{args.corpus}, L={args.seq_len}, {budget}")
+        save_target_curves(curves, rows, target, out / "curves.png", f"{args.corpus}, L={args.seq_len}, {budget}")
     print_rows(rows, [("member", "member", "<30"), ("val_bpc", "val bpc", ">9.3f"), ("train_s", "train s", ">9.0f"),
                       ("tokens_per_s", "tok/s", ">9.0f")], args.json)
     return 0
@@ -134,26 +134,12 @@ def time_to_target(rows: list[dict], curves: list[dict], target: float | None) -
     return target
 
 
-def save_bpc_curves(curves: list[dict], rows: list[dict], target: float | None, path: Path, title: str) -> None:
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    fig, ax = plt.subplots(figsize=(6.5, 4))
+def save_target_curves(curves: list[dict], rows: list[dict], target: float | None, path: Path, title: str) -> None:
+    lines = []
     for r in rows:
-        pts = [c for c in curves if c["member"] == r["member"] and c["val_bpc"] is not None]
         when = "" if r.get("time_to_target_s") is None else f", target at {r['time_to_target_s']:.0f} s"
-        ax.plot([c["train_s"] for c in pts], [c["val_bpc"] for c in pts], "o-", ms=3,
-                label=f"{r['member']} ({r['steps']} steps{when})")
-    if target is not None:
-        ax.axhline(target, color="grey", ls=":", lw=1, label=f"target {target:.3f} bpc")
-    ax.set_xlabel("training seconds")
-    ax.set_ylabel("validation bits per character")
-    ax.set_title(title, fontsize=9)
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
+        lines.append((f"{r['member']} ({r['steps']} steps{when})", [c for c in curves if c["member"] == r["member"]]))
+    save_bpc_curves(lines, path, title, target)
 
 
 if __name__ == "__main__":
