@@ -14,16 +14,9 @@ TINY = ["bench", "generate", "--d-model", "32", "--layers", "1", "--heads", "2",
         "--prompt-len", "3", "--new-tokens", "9", "--batches", "1", "2", "--rounds", "2"]
 
 
-def _rows(capsys, argv):
-    assert cli.main(argv + ["--json"]) == 0
-    out = capsys.readouterr().out
-    start = 0 if out.startswith("[") else out.index("\n[") + 1  # notes print before the JSON
-    return json.loads(out[start:]), out[:start]
-
-
-def test_bench_generate_rows_ratios_equality_and_files(tmp_path, capsys):
+def test_bench_generate_rows_ratios_equality_and_files(tmp_path, json_rows):
     pytest.importorskip("transformers")
-    rows, _ = _rows(capsys, TINY + ["--out", str(tmp_path)])
+    rows, _ = json_rows(TINY + ["--out", str(tmp_path)])
     assert sorted((r["model"], r["batch"]) for r in rows) == [
         ("hf-gpt2", 1), ("hf-gpt2", 2), ("tfamily-cache", 1), ("tfamily-cache", 2), ("tfamily-recompute", 1)]
     rate = {(r["model"], r["batch"]): r["tokens_per_s"] for r in rows}
@@ -43,9 +36,9 @@ def test_bench_generate_rows_ratios_equality_and_files(tmp_path, capsys):
     assert (tmp_path / "generate.png").read_bytes()[:4] == b"\x89PNG"
 
 
-def test_bench_generate_skips_hf_with_a_note(tmp_path, capsys, monkeypatch):
+def test_bench_generate_skips_hf_with_a_note(tmp_path, json_rows, monkeypatch):
     monkeypatch.setitem(sys.modules, "transformers", None)
-    rows, printed = _rows(capsys, TINY + ["--no-recompute", "--out", str(tmp_path)])
+    rows, printed = json_rows(TINY + ["--no-recompute", "--out", str(tmp_path)])
     assert "transformers is not installed" in printed and printed.count("\n") == 1
     assert sorted((r["model"], r["batch"]) for r in rows) == [("tfamily-cache", 1), ("tfamily-cache", 2)]
     assert all(r["vs_hf"] is None for r in rows)

@@ -16,16 +16,9 @@ TINY = ["bench", "peers", "--shapes", "32:1:2:16:2", "--rounds", "2", "--steps",
         "--vocab", "40"]
 
 
-def _rows(capsys, argv):
-    assert cli.main(argv + ["--json"]) == 0
-    out = capsys.readouterr().out
-    start = 0 if out.startswith("[") else out.index("\n[") + 1  # notes print before the JSON
-    return json.loads(out[start:]), out[:start]
-
-
-def test_bench_peers_writes_rows_files_and_plot(tmp_path, capsys):
+def test_bench_peers_writes_rows_files_and_plot(tmp_path, json_rows):
     pytest.importorskip("x_transformers")
-    rows, _ = _rows(capsys, TINY + ["--precisions", "fp32", "bf16", "--out", str(tmp_path)])
+    rows, _ = json_rows(TINY + ["--precisions", "fp32", "bf16", "--out", str(tmp_path)])
     assert [(r["model"], r["precision"]) for r in rows] == [
         (m, p) for m in ("tfamily", "x-transformers", "flat") for p in ("fp32", "bf16")]
     for prec in ("fp32", "bf16"):  # one peak per precision, timed in the rounds beside the models
@@ -47,9 +40,9 @@ def test_bench_peers_writes_rows_files_and_plot(tmp_path, capsys):
     assert (tmp_path / "peers.png").read_bytes()[:4] == b"\x89PNG"
 
 
-def test_bench_peers_skips_x_transformers_with_a_note(tmp_path, capsys, monkeypatch):
+def test_bench_peers_skips_x_transformers_with_a_note(tmp_path, json_rows, monkeypatch):
     monkeypatch.setitem(sys.modules, "x_transformers", None)  # import fails as if not installed
-    rows, printed = _rows(capsys, TINY + ["--models", "tfamily", "x-transformers", "--precisions", "fp32",
+    rows, printed = json_rows(TINY + ["--models", "tfamily", "x-transformers", "--precisions", "fp32",
                                           "--out", str(tmp_path)])
     assert "x-transformers is not installed" in printed and printed.count("\n") == 1
     skipped = [r for r in json.loads((tmp_path / "peers.json").read_text()) if r["model"] == "x-transformers"]

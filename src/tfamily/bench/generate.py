@@ -17,7 +17,7 @@ from pathlib import Path
 
 import torch
 
-from .results import print_rows, write_rows
+from .results import check_model_args, print_rows, write_rows
 from .train import _sync
 
 FIELDS = ["model", "batch", "device", "threads", "tokens_per_s", "ms_per_step", "vs_recompute", "vs_hf",
@@ -87,11 +87,7 @@ def _timed(fn, device) -> tuple[torch.Tensor, float]:
 def run(args) -> int:
     from ..models.generate import generate
     from ..train.device import resolve_device
-    for name in ("d_model", "layers", "heads", "vocab", "prompt_len", "new_tokens", "rounds"):
-        if getattr(args, name) < 1:
-            raise ValueError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
-    if args.d_model % args.heads:
-        raise ValueError(f"--d-model {args.d_model} must be divisible by --heads {args.heads}")
+    check_model_args(args, ("d_model", "layers", "heads", "vocab", "prompt_len", "new_tokens", "rounds"))
     if not args.batches or min(args.batches) < 1:
         raise ValueError(f"--batches must be integers >= 1, got {args.batches}")
     if args.threads:

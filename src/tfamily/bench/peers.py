@@ -23,7 +23,7 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from .results import print_rows, write_rows
+from .results import check_model_args, print_rows, write_rows
 from .train import _sync, flops_per_token
 
 FIELDS = ["shape", "model", "precision", "best", "device", "threads", "params", "flops_per_token", "step_ms",
@@ -236,9 +236,7 @@ def _mark(rows: list[dict]) -> None:
 
 def run(args) -> int:
     from ..train.device import resolve_device
-    for name in ("vocab", "rounds", "steps", "matmul_size"):
-        if getattr(args, name) < 1:
-            raise ValueError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
+    check_model_args(args, ("vocab", "rounds", "steps", "matmul_size"))
     shapes = [parse_shape(t, args.vocab) for t in args.shapes if not (args.skip_large and t == "large")]
     if args.threads:
         torch.set_num_threads(args.threads)

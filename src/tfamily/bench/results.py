@@ -35,3 +35,13 @@ def print_rows(rows: list[dict], columns: list[tuple[str, str, str]], as_json: b
     print(" ".join(f"{h:<{width(f)}}" if f.startswith("<") else f"{h:>{width(f)}}" for _, h, f in columns))
     for r in rows:
         print(" ".join(format(r[k], f) for k, _, f in columns))
+
+
+def check_model_args(args, names: tuple) -> None:
+    """Refuse bench sizes below 1 and (when ``heads`` is among them) a width its heads do not
+    divide, naming the flag."""
+    for name in names:
+        if getattr(args, name) < 1:
+            raise ValueError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
+    if "heads" in names and args.d_model % args.heads:
+        raise ValueError(f"--d-model {args.d_model} must be divisible by --heads {args.heads}")

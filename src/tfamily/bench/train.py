@@ -18,7 +18,7 @@ from pathlib import Path
 
 import torch
 
-from .results import write_rows
+from .results import check_model_args, write_rows
 
 FIELDS = ["kind", "precision", "device", "threads", "params", "flops_per_token", "step_ms", "tokens_per_s",
           "model_gflops", "matmul_gflops", "fraction_of_matmul", "steps", "d_model", "n_layers", "seq_len",
@@ -103,11 +103,7 @@ def train_rate(args, precision: str, device: torch.device) -> dict:
 
 def run(args) -> int:
     from ..train.device import resolve_device
-    for name in ("d_model", "layers", "heads", "seq_len", "batch", "vocab", "matmul_size"):
-        if getattr(args, name) < 1:
-            raise ValueError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
-    if args.d_model % args.heads:
-        raise ValueError(f"--d-model {args.d_model} must be divisible by --heads {args.heads}")
+    check_model_args(args, ("d_model", "layers", "heads", "seq_len", "batch", "vocab", "matmul_size"))
     if args.threads:
         torch.set_num_threads(args.threads)
     device = resolve_device(args.device)

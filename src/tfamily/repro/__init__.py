@@ -16,3 +16,10 @@ REPROS = {
     "al-rfou-aux": "tfamily.repro.al_rfou_aux",
     "reverse-dictionary": "tfamily.repro.reverse_dictionary",
 }
+
+
+def budget(args) -> dict:
+    """The ``tfamily train`` budget overrides of a repro's ``--steps`` / ``--time`` (steps win)."""
+    if args.steps:
+        return {"train.max_steps": args.steps, "train.time_budget": None}
+    return {"train.max_steps": None, "train.time_budget": args.time}

@@ -28,6 +28,7 @@ import time
 from pathlib import Path
 
 from ..bench.results import print_rows, write_rows
+from . import budget
 from .plots import save_bpc_curves
 
 RUNS = {  # run -> objective (name, params); the paper's ablation is one switch off at a time
@@ -69,13 +70,11 @@ def add_args(p) -> None:
 def overrides(run: str, args, out: Path) -> dict:
     """The ``tfamily train`` settings of one run: everything but the objective is shared."""
     name, params = RUNS[run]
-    budget = {"train.max_steps": args.steps, "train.time_budget": None} if args.steps else \
-        {"train.max_steps": None, "train.time_budget": args.time}
     return {"member": "gpt", "name": run, "data.corpus": args.corpus, "data.vocab": "char",
             "data.seq_len": args.seq_len, "model.d_model": args.d_model, "model.heads.n_heads": args.heads,
             "model.depth.n_layers": args.layers, "model.residual.name": args.residual,
             "model.dropout": args.dropout, "model.position.max_len": args.seq_len,
-            "model.objective": {"name": name, "params": params}, **budget,
+            "model.objective": {"name": name, "params": params}, **budget(args),
             "train.batch_size": args.batch_size, "train.lr": args.lr, "train.warmup": args.warmup,
             "train.eval_every": args.curve_every, "train.eval_tokens": args.curve_chars,
             "train.ckpt_every": None, "train.precision": args.precision, "train.device": args.device,
@@ -126,10 +125,10 @@ def run(args) -> int:
               file=sys.stderr, flush=True)
     write_rows(out, "results", rows, list(rows[0]))
     write_rows(out, "curves", curve, ["run", "step", "train_s", "val_bpc"])
-    budget = f"{args.steps} steps" if args.steps else f"{args.time:.0f} s"
+    limit = f"{args.steps} steps" if args.steps else f"{args.time:.0f} s"
     save_curves(curve, rows, out / "curves.png",
                 f"{args.corpus}: {args.layers} layers, d {args.d_model}, {args.residual}, L={args.seq_len}, "
-                f"{budget} each\nvalidation bpc on {args.curve_chars} chars (final: every position of the split)")
+                f"{limit} each\nvalidation bpc on {args.curve_chars} chars (final: every position of the split)")
     print_rows(rows, [("run", "run", "<22"), ("val_bpc", "val bpc", ">9.3f"), ("steps", "steps", ">7"),
                       ("train_s", "train s", ">8.0f")], args.json)
     return 0

@@ -27,6 +27,7 @@ from pathlib import Path
 import torch
 
 from ..bench.results import print_rows, write_rows
+from . import budget
 
 MODELS = {  # name -> (member, spec overrides beyond the shared width)
     "lstm": ("lstm_seq2seq", {}),
@@ -71,8 +72,6 @@ def add_args(p) -> None:
 def overrides(name: str, args, out: Path) -> dict:
     """The ``tfamily train`` settings of one model: everything but the member is shared."""
     member, extra = MODELS[name]
-    budget = {"train.max_steps": args.steps, "train.time_budget": None} if args.steps else \
-        {"train.max_steps": None, "train.time_budget": args.time}
     model = {"model.d_model": args.d_model, "model.dropout": args.dropout}
     if member in ("vanilla", "universal_transformer"):
         model.update({"model.heads.n_heads": args.heads, "model.depth.n_layers": args.layers,
@@ -81,7 +80,7 @@ def overrides(name: str, args, out: Path) -> dict:
         model["model.depth.n_layers"] = args.rnn_layers
     params = {} if args.gcide is None else {"path": args.gcide}
     return {"member": member, "name": name, "data.corpus": None, "data.task": "reverse_dictionary",
-            "data.task_params": params, **model, **extra, **budget,
+            "data.task_params": params, **model, **extra, **budget(args),
             "train.batch_size": args.batch_size, "train.lr": args.lr, "train.warmup": args.warmup,
             "train.eval_every": None, "train.eval_tokens": args.val_tokens, "train.ckpt_every": None,
             "train.precision": args.precision, "train.device": args.device, "train.threads": args.threads,
