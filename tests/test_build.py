@@ -107,5 +107,17 @@ def test_every_core_combination_builds_and_trains_a_step(pattern, kernel):
         assert all(p.grad is not None for p in model.parameters()), spec.choices()
 
 
+def test_a_feed_forward_that_mixes_positions_is_causal_where_attention_is():
+    def causal(model_stack):
+        return [b.ff.inner.causal for b in model_stack.modules() if hasattr(b, "ff")]
+    sepconv = dict(**SMALL, ff__name="sepconv")
+    vanilla = build(members.vanilla(**sepconv))
+    assert causal(vanilla.encoder) == [False] and causal(vanilla.decoder) == [True]
+    assert causal(build(members.bert(**sepconv)).stack) == [False]
+    window = {"name": "sliding_window", "params": {"window": 4, "causal": False}}
+    assert causal(build(members.gpt(**sepconv, pattern=window)).stack) == [False]
+    assert causal(build(members.gpt(**sepconv, pattern={"name": "sliding_window"})).stack) == [True]
+
+
 def test_public_api():
     assert tfamily.build is build and tfamily.Spec is members.gpt().__class__

@@ -11,6 +11,7 @@ from tfamily import members
 @pytest.mark.parametrize("axis,name,valid", [
     ("position", "sinusoidal", "none"), ("position", "relative", "clamp_len, same_length"),
     ("state", "xl_memory", "none"), ("state", "kv_cache", "none"), ("ff", "mlp", "none"),
+    ("ff", "sepconv", "kernel_size"),
     ("depth", "stack", "none"), ("depth", "reversible", "none"),
 ])
 def test_unknown_params_are_refused_naming_the_valid_keys(axis, name, valid):
@@ -58,3 +59,12 @@ def test_lsh_needs_shared_qk_and_checks_its_params():
         members.gpt(kernel={"name": "lsh"})
     with pytest.raises(ValueError, match=r"\['n_hash'\] for kernel 'lsh'; valid keys: .*n_hashes"):
         members.reformer(kernel={"name": "lsh", "params": {"n_hash": 2}})
+
+
+def test_sepconv_refuses_chunks_and_xl_memory_naming_the_fix():
+    assert members.gpt(ff={"name": "sepconv", "params": {"kernel_size": 5}}).ff.name == "sepconv"
+    with pytest.raises(ValueError, match=r"ff 'sepconv' with ff.chunks=2: .*window.*set ff.chunks=1"):
+        members.gpt(ff={"name": "sepconv", "chunks": 2})
+    with pytest.raises(ValueError, match=r"ff 'sepconv' with state 'xl_memory': .*use ff 'mlp'"):
+        members.transformer_xl(ff={"name": "sepconv"})
+    members.reformer(ff={"name": "mlp"})  # chunked and position-wise: still fine

@@ -61,6 +61,9 @@ def test_tour_reads_the_built_composition():
     spec = members.gpt(kernel=dict(name="reference"), residual=dict(name="post_norm"))
     assert _classes(tour.tour(spec), "kernel") == ["ReferenceKernel"]
     assert _classes(tour.tour(spec), "residual") == ["PostNorm"]
+    sepconv = tour.tour(members.universal_transformer(ff={"name": "sepconv"}))
+    assert _classes(sepconv, "feed_forward") == ["SepConvTransition"]
+    assert [s.choice for s in sepconv if s.axis == "feed_forward"] == ["sepconv"]
 
 
 def test_members_json_with_names_adds_the_tour_and_without_names_is_unchanged(capsys):

@@ -62,9 +62,11 @@ def attention(spec: Spec, layer: int, *, pattern_: Pattern | None = None, cross:
     return Attention(proj, kernel, pattern_, spec.d_model, position=position, dropout=spec.attn_dropout)
 
 
-def feedforward(spec: Spec) -> nn.Module:
+def feedforward(spec: Spec, causal: bool) -> nn.Module:
+    # causal: the block's attention pattern never looks ahead (a decoder), so a part that mixes
+    # positions (the separable convolution) must not either; a position-wise part ignores it.
     ff = FEEDFORWARDS.make(spec.ff.name, spec.ff.params, d_model=spec.d_model, d_ff=spec.d_ff,
-                           activation=spec.ff.activation, dropout=spec.dropout)
+                           activation=spec.ff.activation, dropout=spec.dropout, causal=causal)
     return Chunked(ff, spec.ff.chunks) if spec.ff.chunks > 1 else ff
 
 
@@ -73,7 +75,8 @@ def residual(spec: Spec) -> nn.Module:
 
 
 def block(spec: Spec, layer: int, *, pattern_: Pattern | None = None, cross: bool = False) -> Block:
-    return Block(attention(spec, layer, pattern_=pattern_), feedforward(spec), residual(spec), residual(spec),
+    attn = attention(spec, layer, pattern_=pattern_)
+    return Block(attn, feedforward(spec, attn.pattern.causal), residual(spec), residual(spec),
                  cross=attention(spec, layer, pattern_=Full(), cross=True) if cross else None,
                  cross_residual=residual(spec) if cross else None)
 

@@ -65,6 +65,22 @@ def check_universal(spec: Spec) -> None:
         check_act(depth.n_layers, depth.params.get("eps", 0.01), depth.params.get("ponder_weight", 0.01))
 
 
+def check_feedforward(spec: Spec) -> None:
+    """A feed-forward that mixes positions (``mixes_positions``: the separable convolution,
+    Dehghani et al. 2019, section 2.1) needs each call to see whole sequences, or to carry
+    its window's inputs from the previous call (a KV-cache decode does, ``LayerState.parts``)."""
+    ff = spec.ff
+    if not FEEDFORWARDS.entry(ff.name).info.get("mixes_positions"):
+        return
+    if ff.chunks > 1:
+        raise ValueError(f"ff {ff.name!r} with ff.chunks={ff.chunks}: chunking cuts the sequence into pieces "
+                         f"and the convolution's window would not see across their edges; set ff.chunks=1")
+    if spec.state.name == "xl_memory":
+        raise ValueError(f"ff {ff.name!r} with state 'xl_memory': the convolution carries no inputs across XL "
+                         f"segments, so each segment's first positions would see zeros; use ff 'mlp' "
+                         f"(or state 'kv_cache')")
+
+
 def check_recurrent(spec: Spec) -> None:
     """Recurrent depths (RNN/LSTM/GRU as the whole stack, issue 16) and the choices they pair with."""
     recurrent = DEPTHS.entry(spec.depth.name).info.get("recurrent", False)
@@ -118,3 +134,4 @@ CHECKS.register("params", check_params)
 CHECKS.register("recurrent", check_recurrent)
 CHECKS.register("lsh", check_lsh)
 CHECKS.register("universal", check_universal)
+CHECKS.register("feedforward", check_feedforward)

@@ -5,10 +5,11 @@ valid names and parameter keys from here, and ``build.py`` constructs parts thro
 
 Import direction: this module imports nothing from tfamily. Parts register into it
 (``nn/patterns``, ``nn/kernels``, ``nn/position``, ``nn/projection``, ``nn/residual``,
-``nn/feedforward`` and, for the axes whose constructors assemble several parts, ``build``),
-and ``spec.py`` reads it, so the spec never imports ``nn/``. Each registry names the
-modules that register into it (``providers``) and imports them the first time its names
-are read, so the valid names are the registered ones whichever module was imported first.
+``nn/feedforward``, ``nn/sepconv`` and, for the axes whose constructors assemble several
+parts, ``build``), and ``spec.py`` reads it, so the spec never imports ``nn/``. Each
+registry names the modules that register into it (``providers``) and imports them the
+first time its names are read, so the valid names are the registered ones whichever
+module was imported first.
 
 An entry is a constructor plus ``needs``: the arguments the builder supplies from the
 spec's shape (``d_model``, ``n_heads``, ...). Every other keyword of the constructor is a
@@ -162,7 +163,7 @@ HEADS = Registry("heads", ("tfamily.nn.projection",))
 RESIDUALS = Registry("residual", ("tfamily.nn.residual", "tfamily.nn.gates"))
 DEPTHS = Registry("depth", (_BUILD,))
 STATES = Registry("state", (_BUILD,))
-FEEDFORWARDS = Registry("ff", ("tfamily.nn.feedforward",))
+FEEDFORWARDS = Registry("ff", ("tfamily.nn.feedforward", "tfamily.nn.sepconv"))
 ACTIVATIONS = Registry("activation", ("tfamily.nn.feedforward",))
 OBJECTIVES = Registry("objective", (_BUILD,))
 # Alignment scores of recurrent encoder-decoders (dot, general, concat, additive), chosen in a

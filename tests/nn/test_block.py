@@ -53,3 +53,22 @@ def test_cached_block_steps_equal_full_pass():
     state = new_state(1, cross=True)[0]
     steps = [blk(x[:, i:i + 1], context=ctx, state=state) for i in range(6)]
     torch.testing.assert_close(torch.cat(steps, 1), full, atol=1e-5, rtol=1e-5)
+
+
+def test_the_feed_forward_gets_the_layer_state_and_the_padding_of_its_own_positions():
+    # With a KV cache key_padding covers the cached keys first; the feed-forward gets x's columns.
+    seen = []
+
+    class Recording(MLP):
+        def forward(self, x, *, state=None, padding=None):
+            seen.append((state, padding))
+            return super().forward(x)
+
+    blk = Block(_attn(Causal()), Recording(D, 32), PostNorm(D), PostNorm(D)).eval()
+    state = new_state(1)[0]
+    pad = torch.tensor([[True, True, False, True, True], [True, True, True, True, False]])
+    blk(torch.randn(2, 3, D), state=state, key_padding=pad[:, :3])
+    blk(torch.randn(2, 2, D), state=state, key_padding=pad)
+    blk(torch.randn(2, 2, D))
+    assert [s is state for s, _ in seen] == [True, True, False]
+    assert torch.equal(seen[0][1], pad[:, :3]) and torch.equal(seen[1][1], pad[:, 3:]) and seen[2][1] is None

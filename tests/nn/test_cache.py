@@ -1,5 +1,6 @@
 """KVCache: growing by doubling keeps every appended key and value; static
-(cross-attention) entries; beam reordering; per-layer state."""
+(cross-attention) entries; beam reordering; per-layer state, with what other parts carry
+(a causal convolution's last inputs) reordered, saved, restored and reset alike."""
 from __future__ import annotations
 
 import pytest
@@ -122,3 +123,46 @@ def test_cache_state_dict_round_trip_and_reset():
     st.reset()
     assert st.offset == 0
     torch.testing.assert_close(model(x[:, :3], state=st), model(x[:, :3]), atol=1e-5, rtol=1e-5)
+
+
+def _sepconv_gpt():
+    # A causal separable-convolution transition carries its last inputs in LayerState.parts.
+    from tfamily import build, members
+    torch.manual_seed(0)
+    return build(members.gpt(d_model=16, heads__n_heads=2, depth__n_layers=2, position__max_len=32,
+                             ff__name="sepconv", ff__params={"kernel_size": 3})).double().eval()
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+@torch.no_grad()
+def test_conv_carries_follow_reorder(seed):
+    model = _sepconv_gpt()
+    x = torch.randint(0, 256, (3, 9), generator=torch.Generator().manual_seed(seed))
+    index = torch.tensor([2, 0, 0])
+    st = model.new_state()
+    for i in range(7):
+        model(x[:, i:i + 1], state=st)
+    assert st[0].parts["ff.inner"].shape == (3, 2, 16)
+    st.reorder(index)
+    assert st[1].parts["ff.outer"].shape == (3, 2, 64)
+    torch.testing.assert_close(model(x[index, 7:], state=st), model(x[index])[:, 7:], atol=1e-10, rtol=1e-10)
+
+
+@torch.no_grad()
+def test_conv_carries_survive_state_dict_round_trip_and_reset():
+    model = _sepconv_gpt()
+    x = torch.randint(0, 256, (2, 7))
+    st = model.new_state()
+    for i in range(3):
+        model(x[:, i:i + 1], state=st)
+    saved = st.state_dict()
+    assert {f"part.{i}.ff.{c}" for i in (0, 1) for c in ("inner", "outer")} <= set(saved)
+    restored = model.new_state()
+    restored.load_state_dict(saved)
+    ahead = [model(x[:, i:i + 1], state=st) for i in range(3, 7)]
+    for i, out in zip(range(3, 7), ahead):
+        assert torch.equal(model(x[:, i:i + 1], state=restored), out)
+    torch.testing.assert_close(torch.cat(ahead, 1), model(x)[:, 3:], atol=1e-10, rtol=1e-10)
+    st.reset()
+    assert all(not s.parts for s in st)
+    torch.testing.assert_close(model(x[:, :3], state=st), model(x[:, :3]), atol=1e-10, rtol=1e-10)

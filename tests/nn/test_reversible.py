@@ -28,6 +28,9 @@ CASES = {
     "sliding_window": {"pattern": {"name": "sliding_window", "params": {"window": 4}}},
     "lsh": {"kernel": {"name": "lsh", "params": {"n_hashes": 2, "bucket_size": 2}},
             "heads.shared_qk": True},
+    # a convolution transition reads neighbours: both paths must hand it the padding
+    "sepconv_centred": {"ff.name": "sepconv", "ff.chunks": 1, "pattern": {"name": "full"}},
+    "sepconv_causal": {"ff.name": "sepconv", "ff.chunks": 1},
 }
 
 

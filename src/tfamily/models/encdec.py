@@ -7,6 +7,7 @@ from torch import Tensor, nn
 
 from ..nn.cache import State, new_state
 from ..nn.depth import Stack
+from ..nn.dropout import maybe_dropout
 from ..nn.embedding import TokenEmbedding
 from .hooks import aux_losses, run_after_step, run_set_progress, with_aux_losses
 
@@ -18,7 +19,7 @@ class EncoderDecoder(nn.Module):
         self.embed, self.position, self.encoder, self.decoder, self.head = (
             embed, position, encoder, decoder, head)
         self.objective = objective
-        self.drop = nn.Dropout(dropout)
+        self.drop = maybe_dropout(dropout)
 
     def encode(self, src: Tensor, src_padding: Tensor | None = None) -> Tensor:
         """``src``: (b, m) -> encoder output (b, m, d)."""

@@ -11,6 +11,7 @@ from torch import Tensor, nn
 
 from ..nn.cache import State, new_state
 from ..nn.depth import Stack
+from ..nn.dropout import maybe_dropout
 from ..nn.embedding import TokenEmbedding
 from .hooks import aux_losses, run_after_step, run_set_progress, with_aux_losses
 
@@ -22,7 +23,7 @@ class LanguageModel(nn.Module):
         super().__init__()
         self.embed, self.position, self.stack, self.head = embed, position, stack, head
         self.objective = objective
-        self.drop = nn.Dropout(dropout)
+        self.drop = maybe_dropout(dropout)
         self.make_state = make_state  # the state axis (build.STATES); None = a KV cache per layer
 
     def forward(self, tokens: Tensor, *, key_padding: Tensor | None = None,

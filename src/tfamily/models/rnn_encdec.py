@@ -17,6 +17,7 @@ import torch
 from torch import Tensor, nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
+from ..nn.dropout import maybe_dropout
 from ..nn.embedding import TokenEmbedding
 from ..nn.recurrent import Hidden, check_right_padding, select_rows
 from .hooks import aux_losses, run_after_step, with_aux_losses
@@ -49,7 +50,7 @@ class RNNEncoderDecoder(nn.Module):
         super().__init__()
         self.embed, self.encoder, self.decoder, self.head = embed, encoder, decoder, head
         self.objective = objective
-        self.drop = nn.Dropout(dropout)
+        self.drop = maybe_dropout(dropout)
 
     def encode(self, src: Tensor, src_padding: Tensor | None = None) -> Encoded:
         """``src`` (b, m) -> ``Encoded``; each row is read up to its last real token (packed),

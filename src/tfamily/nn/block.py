@@ -6,11 +6,12 @@ from torch import Tensor, nn
 
 from .attention import Attention
 from .cache import LayerState
+from .feedforward import FeedForward, own_padding
 from .residual import Residual
 
 
 class Block(nn.Module):
-    def __init__(self, attn: Attention, ff: nn.Module, attn_residual: Residual, ff_residual: Residual,
+    def __init__(self, attn: Attention, ff: FeedForward, attn_residual: Residual, ff_residual: Residual,
                  cross: Attention | None = None, cross_residual: Residual | None = None):
         super().__init__()
         self.attn, self.ff = attn, ff
@@ -19,7 +20,9 @@ class Block(nn.Module):
 
     def forward(self, x: Tensor, *, key_padding: Tensor | None = None, context: Tensor | None = None,
                 context_padding: Tensor | None = None, state: LayerState | None = None) -> Tensor:
-        """``x``: (b, n, d). ``state`` carries this layer's caches and XL memory."""
+        """``x``: (b, n, d). ``state`` carries this layer's caches and XL memory; the feed-forward
+        gets it too, with the padding of x (a convolution carries inputs and skips pads)."""
+        padding = own_padding(key_padding, x.shape[1])
         cache = state.cache if state is not None else None
         memory, key_padding = state.attention_memory(key_padding, x) if state is not None else (None, key_padding)
         h = self.attn_residual.pre(x)
@@ -31,4 +34,4 @@ class Block(nn.Module):
             h = self.cross_residual.pre(x)
             x = self.cross_residual.post(x, self.cross(h, context=context, key_padding=context_padding,
                                                       cache=cross_cache))
-        return self.ff_residual.post(x, self.ff(self.ff_residual.pre(x)))
+        return self.ff_residual.post(x, self.ff(self.ff_residual.pre(x), state=state, padding=padding))

@@ -3,7 +3,9 @@
 ``KVCache`` holds a layer's keys and values for incremental decoding; it grows by
 doubling so appending a token is amortised O(1) copies. ``LayerState`` bundles
 what one layer carries: its self-attention cache, its cross-attention cache
-(encoder keys/values, computed once) and XL memory (with which of its rows are real).
+(encoder keys/values, computed once), XL memory (with which of its rows are real) and
+``parts``, what another part of the layer carries between decoding calls (a causal
+convolution's last inputs, ``nn/sepconv.py``).
 
 A model's whole state is a ``State``. The model asks it for ``offset`` (the absolute
 position of the next token, for position encodings) and calls ``advance(n)`` once after
@@ -19,7 +21,7 @@ the model or the trainer.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
 import torch
@@ -77,6 +79,9 @@ class LayerState:
     # (b, mem_len) bool, True on memory entries a row may attend to; None = all (no row was reset)
     memory_padding: Tensor | None = None
     inputs: Tensor | None = None  # this call's layer input, recorded for the next memory
+    # Rolling inputs a part carries between decoding calls, (b, ...) each, batch first, detached,
+    # by a name the part picks: e.g. a causal convolution's last k - 1 inputs ("ff.inner").
+    parts: dict[str, Tensor] = field(default_factory=dict)
 
     def record(self, x: Tensor) -> None:
         """The depth hands over the layer's input ``x`` (b, n, d); the state decides what to
@@ -103,6 +108,7 @@ class LayerState:
             self.memory = self.memory.index_select(0, index)
         if self.memory_padding is not None:
             self.memory_padding = self.memory_padding.index_select(0, index)
+        self.parts = {name: t.index_select(0, index) for name, t in self.parts.items()}
 
 
 @runtime_checkable
@@ -167,6 +173,7 @@ class CacheState(list):
             for kind, c in (("cache", s.cache), ("cross", s.cross_cache)):
                 if c is not None and c.kv is not None:
                     out[f"{kind}.{i}.k"], out[f"{kind}.{i}.v"] = (t.clone() for t in c.kv)
+            out.update({f"part.{i}.{name}": t.clone() for name, t in s.parts.items()})
         return out
 
     def load_state_dict(self, state: dict) -> None:
@@ -178,6 +185,8 @@ class CacheState(list):
                 if f"{kind}.{i}.k" in state:
                     k, v = state[f"{kind}.{i}.k"], state[f"{kind}.{i}.v"]
                     c.append(k, v) if kind == "cache" else c.set(k, v)
+            prefix = f"part.{i}."
+            s.parts = {key[len(prefix):]: t.clone() for key, t in state.items() if key.startswith(prefix)}
 
     def reorder(self, index: Tensor) -> None:
         for s in self:
@@ -195,6 +204,7 @@ class CacheState(list):
             for c in (s.cache, s.cross_cache):
                 if c is not None:
                     c.clear()
+            s.parts = {}
 
 
 def new_state(n_layers: int, *, cache: bool = True, cross: bool = False) -> CacheState:

@@ -19,6 +19,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from ..registry import RESIDUALS
+from .dropout import maybe_dropout
 
 
 def check_gate_bias(value: object) -> float:
@@ -40,7 +41,7 @@ class InputGate(nn.Module):
 
     def __init__(self, d_model: int, dropout: float = 0.0):
         super().__init__()
-        self.norm, self.drop = nn.LayerNorm(d_model), nn.Dropout(dropout)
+        self.norm, self.drop = nn.LayerNorm(d_model), maybe_dropout(dropout)
         self.w_g = nn.Linear(d_model, d_model, bias=False)
 
     def pre(self, x: Tensor) -> Tensor:
@@ -55,7 +56,7 @@ class OutputGate(nn.Module):
 
     def __init__(self, d_model: int, dropout: float = 0.0, gate_bias: float = 1.0):
         super().__init__()
-        self.norm, self.drop = nn.LayerNorm(d_model), nn.Dropout(dropout)
+        self.norm, self.drop = nn.LayerNorm(d_model), maybe_dropout(dropout)
         self.w_g, self.b_g = nn.Linear(d_model, d_model, bias=False), _bias(d_model, gate_bias)
 
     def pre(self, x: Tensor) -> Tensor:
@@ -71,7 +72,7 @@ class HighwayGate(nn.Module):
 
     def __init__(self, d_model: int, dropout: float = 0.0, gate_bias: float = 1.0):
         super().__init__()
-        self.norm, self.drop = nn.LayerNorm(d_model), nn.Dropout(dropout)
+        self.norm, self.drop = nn.LayerNorm(d_model), maybe_dropout(dropout)
         self.w_g, self.b_g = nn.Linear(d_model, d_model, bias=False), _bias(d_model, gate_bias)
 
     def pre(self, x: Tensor) -> Tensor:
@@ -88,7 +89,7 @@ class SigmoidTanhGate(nn.Module):
 
     def __init__(self, d_model: int, dropout: float = 0.0, gate_bias: float = 1.0):
         super().__init__()
-        self.norm, self.drop = nn.LayerNorm(d_model), nn.Dropout(dropout)
+        self.norm, self.drop = nn.LayerNorm(d_model), maybe_dropout(dropout)
         self.wu = nn.Linear(d_model, 2 * d_model, bias=False)  # [W_g; U_g], both read y
         self.b_g = _bias(d_model, gate_bias)
 
@@ -110,7 +111,7 @@ class GRUGate(nn.Module):
 
     def __init__(self, d_model: int, dropout: float = 0.0, gate_bias: float = 2.0):
         super().__init__()
-        self.norm, self.drop = nn.LayerNorm(d_model), nn.Dropout(dropout)
+        self.norm, self.drop = nn.LayerNorm(d_model), maybe_dropout(dropout)
         self.w = nn.Linear(d_model, 3 * d_model, bias=False)  # [W_r; W_z; W_g], on y
         self.u = nn.Linear(d_model, 2 * d_model, bias=False)  # [U_r; U_z], on x
         self.u_g = nn.Linear(d_model, d_model, bias=False)    # on r * x: after the reset

@@ -16,6 +16,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from ..registry import RESIDUALS
+from .dropout import maybe_dropout
 
 
 class Residual(Protocol):
@@ -27,7 +28,7 @@ class Residual(Protocol):
 class PostNorm(nn.Module):
     def __init__(self, d_model: int, dropout: float = 0.0):
         super().__init__()
-        self.norm, self.drop = nn.LayerNorm(d_model), nn.Dropout(dropout)
+        self.norm, self.drop = nn.LayerNorm(d_model), maybe_dropout(dropout)
 
     def pre(self, x: Tensor) -> Tensor:
         return x
@@ -39,7 +40,7 @@ class PostNorm(nn.Module):
 class PreNorm(nn.Module):
     def __init__(self, d_model: int, dropout: float = 0.0):
         super().__init__()
-        self.norm, self.drop = nn.LayerNorm(d_model), nn.Dropout(dropout)
+        self.norm, self.drop = nn.LayerNorm(d_model), maybe_dropout(dropout)
 
     def pre(self, x: Tensor) -> Tensor:
         return self.norm(x)
@@ -59,7 +60,7 @@ class IdentityMap(nn.Module):
 
     def __init__(self, d_model: int, dropout: float = 0.0):
         super().__init__()
-        self.norm, self.drop = nn.LayerNorm(d_model), nn.Dropout(dropout)
+        self.norm, self.drop = nn.LayerNorm(d_model), maybe_dropout(dropout)
 
     def pre(self, x: Tensor) -> Tensor:
         return self.norm(x)

@@ -28,6 +28,7 @@ import torch
 from torch import Tensor, nn
 
 from .cache import LayerState
+from .feedforward import own_padding
 
 
 def _branch(residual: nn.Module, sublayer, x: Tensor, **kw) -> Tensor:
@@ -45,9 +46,11 @@ def attention_branch(block: nn.Module, x2: Tensor, key_padding: Tensor | None = 
     return _branch(block.attn_residual, block.attn, x2, key_padding=key_padding, cache=cache, memory=memory)
 
 
-def feedforward_branch(block: nn.Module, y1: Tensor) -> Tensor:
-    """G(y1): the block's feed-forward with its residual's norm and dropout."""
-    return _branch(block.ff_residual, block.ff, y1)
+def feedforward_branch(block: nn.Module, y1: Tensor, key_padding: Tensor | None = None,
+                       state: LayerState | None = None) -> Tensor:
+    """G(y1): the block's feed-forward with its residual's norm and dropout (and, like the
+    attention branch, the layer's state and padding: a convolution carries and skips pads)."""
+    return _branch(block.ff_residual, block.ff, y1, state=state, padding=own_padding(key_padding, y1.shape[1]))
 
 
 class _RNGState:
@@ -75,7 +78,7 @@ class _ReversibleFunction(torch.autograd.Function):
             rf = _RNGState(x1.device)
             x1 = x1 + attention_branch(block, x2, key_padding)
             rg = _RNGState(x1.device)
-            x2 = x2 + feedforward_branch(block, x1)
+            x2 = x2 + feedforward_branch(block, x1, key_padding)
             rng.append((rf, rg))
         ctx.blocks, ctx.key_padding, ctx.rng = blocks, key_padding, rng
         ctx.autocast = (x1.device.type, torch.is_autocast_enabled(x1.device.type),
@@ -91,7 +94,7 @@ class _ReversibleFunction(torch.autograd.Function):
             with torch.enable_grad(), torch.autocast(device_type, dtype=dtype, enabled=enabled):
                 y1 = y1.detach().requires_grad_()
                 with rg.replay():
-                    g = feedforward_branch(block, y1)
+                    g = feedforward_branch(block, y1, ctx.key_padding)
                 torch.autograd.backward(g, dy2)  # G's parameter grads accumulate here
             with torch.no_grad():
                 x2 = y2 - g
@@ -159,5 +162,5 @@ class ReversibleStack(nn.Module):
             if s is not None:
                 s.record(x2)  # the attention stream: next segment's XL memory
             x1 = x1 + attention_branch(block, x2, key_padding, s)
-            x2 = x2 + feedforward_branch(block, x1)
+            x2 = x2 + feedforward_branch(block, x1, key_padding, s)
         return x1, x2
