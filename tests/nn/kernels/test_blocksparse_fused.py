@@ -31,8 +31,8 @@ def _run(monkeypatch, compiled, q, k, v, pattern, block=BLOCK, seed=0, **kw):
     """Output and gradients (q, k, v, and the bias when given) of one call on the chosen path."""
     monkeypatch.setenv("TFAMILY_NATIVE", "1" if compiled else "0")
     calls = []
-    real = fused_blocks.FusedBlockSparse.apply
-    monkeypatch.setattr(fused_blocks.FusedBlockSparse, "apply", lambda *a: calls.append(1) or real(*a))
+    for node in (fused_blocks.FusedBlockSparse, fused_blocks.FusedUnion):  # one group / a union of groups
+        monkeypatch.setattr(node, "apply", lambda *a, real=node.apply: calls.append(1) or real(*a))
     out, _ = BlockSparseKernel(block)(q, k, v, pattern=pattern, **kw)
     assert bool(calls) == compiled, "the call did not take the path under test"
     inputs = [q, k, v] + ([kw["bias"]] if kw.get("bias") is not None else [])
@@ -131,14 +131,15 @@ def test_float32_agrees_with_float64_within_rounding(monkeypatch):
         torch.testing.assert_close(a.double(), b, rtol=1e-4, atol=1e-5)
 
 
-def test_dropout_gradients_by_gradcheck(monkeypatch):
+@pytest.mark.parametrize("name", ["bigbird", "strided_merged"])  # one softmax group; a union of two
+def test_dropout_gradients_by_gradcheck(monkeypatch, name):
     monkeypatch.setenv("TFAMILY_NATIVE", "1")
     q, k, v = _inputs(6, b=1, h=2, h_kv=1, n=40, m=40, e=4)
     kernel = BlockSparseKernel(BLOCK)
 
     def f(q, k, v):
         torch.manual_seed(0)  # the same seed, hence the same mask, at every evaluation
-        return kernel(q, k, v, pattern=PATTERNS["bigbird"], dropout_p=0.3)[0]
+        return kernel(q, k, v, pattern=PATTERNS[name], dropout_p=0.3)[0]
     assert torch.autograd.gradcheck(f, (q, k, v), eps=1e-6, atol=1e-6)
 
 
@@ -157,6 +158,31 @@ def test_dropout_is_seeded_and_unbiased(monkeypatch):
     mean = sum(kernel(q, k, v, pattern=pattern, dropout_p=0.25)[0] for _ in range(400)) / 400
     # E[out] = the undropped output; the mean of 400 draws is within a few standard errors.
     assert (mean - plain).abs().mean() < 0.05 * plain.abs().mean()
+
+
+@pytest.mark.parametrize("name", ["strided_merged", "longformer_dilated"])
+def test_a_union_runs_as_one_node_merged_by_lse(monkeypatch, name):
+    """A union whose parts need different orders is several plan groups; compiled, they are one
+    autograd node (FusedUnion) whose backward feeds every group the union's lse: equal to the
+    PyTorch path's per-group softmaxes merged by lse, with padding rows that see no key at all."""
+    assert len(split(PATTERNS[name])) > 1
+    monkeypatch.setenv("TFAMILY_NATIVE", "1")
+    seen = []
+    for node in (fused_blocks.FusedBlockSparse, fused_blocks.FusedUnion):
+        monkeypatch.setattr(node, "apply", lambda *a, node=node, real=node.apply: seen.append(node) or real(*a))
+    q, k, v = _inputs(11, n=77, m=77)
+    pad = torch.ones(2, 77, dtype=torch.bool)
+    pad[0, 5:40] = False
+    pad[1] = False  # every key padded: zero output, finite gradients
+    out, _ = BlockSparseKernel(BLOCK)(q, k, v, pattern=PATTERNS[name], key_padding=pad)
+    assert seen == [fused_blocks.FusedUnion]
+    assert out[1].abs().max() == 0
+    g = torch.randn(out.shape, dtype=torch.float64, generator=torch.Generator().manual_seed(3))
+    got = [out, *torch.autograd.grad(out, [q, k, v], g)]
+    assert all(torch.isfinite(t).all() for t in got)
+    monkeypatch.setenv("TFAMILY_NATIVE", "0")
+    want, _ = BlockSparseKernel(BLOCK)(q, k, v, pattern=PATTERNS[name], key_padding=pad)
+    _same(got, [want, *torch.autograd.grad(want, [q, k, v], g)])
 
 
 def test_plan_rows_list_every_live_tile_once():

@@ -89,6 +89,11 @@ def sparse_attention(q: Tensor, k: Tensor, v: Tensor, pattern, heads: tuple, bia
     if isinstance(pattern, PerHead):
         return per_head_attention(q, k, v, pattern, heads, bias, sparse_attention, ctx)
     groups = split(pattern)
+    ops = fused_blocks.usable(q)
+    if ops is not None and len(groups) > 1:  # the union merged inside one autograd node
+        plans = [group_plan(q, k, qo, parts, heads, ctx, ops) for qo, parts in groups]
+        return fused_blocks.attend_union(ops, q, k, v, plans, ctx["key_padding"], bias, ctx["scale"],
+                                         ctx["dropout_p"])
     if len(groups) == 1:
         out, _, live = attend_group(q, k, v, *groups[0], heads, bias, ctx, want_lse=False)
         return _mul(out, live)
@@ -154,14 +159,20 @@ def _interleaved_heads(q, k, v, pattern: PerHead, bias, fn, ctx: dict) -> Tensor
     return torch.stack(outs, 2).flatten(1, 2)
 
 
+def group_plan(q, k, query_order, parts, heads, ctx, ops):
+    """The block plan of one softmax group (cached by ``get_plan``)."""
+    per_head = parts_per_head(parts)
+    return get_plan(parts, query_order, q.shape[2], k.shape[2], ctx["q_offset"], ctx["block"],
+                    heads if per_head else None, q.device, fold=1 if per_head else q.shape[1] // k.shape[1],
+                    compiled=ops is not None)
+
+
 def attend_group(q, k, v, query_order, parts, heads, bias, ctx, want_lse: bool):
     """One softmax over a plan: returns (out (b, h, n, e), lse (b, h, n) | None, live)."""
     b, h, n, e = q.shape
     per_head = parts_per_head(parts)
     ops = fused_blocks.usable(q)
-    plan = get_plan(parts, query_order, n, k.shape[2], ctx["q_offset"], ctx["block"],
-                    heads if per_head else None, q.device, fold=1 if per_head else h // k.shape[1],
-                    compiled=ops is not None)
+    plan = group_plan(q, k, query_order, parts, heads, ctx, ops)
     if ops is not None:  # the compiled kernel: tiles read in place, one call per group
         out, lse = fused_blocks.attend(ops, q, k, v, plan, ctx["key_padding"], bias, ctx["scale"], ctx["dropout_p"])
         return out, (lse if want_lse else None), None

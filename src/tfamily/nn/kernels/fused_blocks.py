@@ -61,26 +61,52 @@ def plan_rows(plan: Plan) -> tuple:
     return out
 
 
+def _prepare(q: Tensor, k: Tensor, v: Tensor, bias: Tensor | None):
+    """q, k, v (and the bias, expanded to (b, h, n, m)) in the kernel's working dtype."""
+    work = q.dtype if q.dtype in (torch.float32, torch.float64) else torch.float32
+    q, k, v = (_rows(t.to(work)) for t in (q, k, v))
+    if bias is not None:
+        while bias.dim() < 4:
+            bias = bias[None]
+        bias = bias.to(work).expand(*q.shape[:3], k.shape[2])
+    return q, k, v, bias
+
+
+def _args(plan: Plan, q: Tensor, key_padding: Tensor | None, bias: Tensor | None, scale: float,
+          dropout_p: float) -> tuple:
+    """The op's arguments after q, k, v for one plan group (its own dropout seed)."""
+    kp = None if key_padding is None else key_padding.to(torch.uint8).contiguous()
+    seed = int(torch.randint(0, 2 ** 62, ()).item()) if dropout_p > 0 else 0
+    empty = q.new_empty(0)
+    return plan_rows(plan) + (empty if kp is None else kp, empty if bias is None else bias, plan.block,
+                              plan.heads is not None, plan.q_identity, plan.k_identity, float(scale),
+                              float(dropout_p), seed)
+
+
 def attend(ops, q: Tensor, k: Tensor, v: Tensor, plan: Plan, key_padding: Tensor | None, bias: Tensor | None,
            scale: float, dropout_p: float) -> tuple[Tensor, Tensor]:
     """One plan group: ``(out (b, h, n, e), lse (b, h, n))`` in q's dtype; a query that sees no
     key has a zero output and lse = the dtype's lowest value."""
     dtype = q.dtype
-    work = dtype if dtype in (torch.float32, torch.float64) else torch.float32
-    q, k, v = (_rows(t.to(work)) for t in (q, k, v))
-    b, h, n, _ = q.shape
-    if bias is not None:
-        while bias.dim() < 4:
-            bias = bias[None]
-        bias = bias.to(work).expand(b, h, n, k.shape[2])
-    kp = None if key_padding is None else key_padding.to(torch.uint8).contiguous()
-    seed = int(torch.randint(0, 2 ** 62, ()).item()) if dropout_p > 0 else 0
-    empty = q.new_empty(0)
-    args = plan_rows(plan) + (empty if kp is None else kp, empty if bias is None else bias, plan.block,
-                              plan.heads is not None, plan.q_identity, plan.k_identity, float(scale),
-                              float(dropout_p), seed)
+    q, k, v, bias = _prepare(q, k, v, bias)
+    args = _args(plan, q, key_padding, bias, scale, dropout_p)
     out, lse = FusedBlockSparse.apply(q, k, v, bias, args, group_tiles(plan.block), ops)
     return out.to(dtype), lse.to(dtype)
+
+
+def attend_union(ops, q: Tensor, k: Tensor, v: Tensor, plans: list[Plan], key_padding: Tensor | None,
+                 bias: Tensor | None, scale: float, dropout_p: float) -> Tensor:
+    """One softmax over the union of several plan groups (each in its own query/key order, e.g.
+    the strided pattern's local part in natural order and its column part transposed): the
+    groups' outputs merged by their log-sum-exps, ``out = sum_g exp(lse_g - lse) out_g``, as
+    ``blocksparse.sparse_attention``'s PyTorch path does, but in one autograd node whose
+    backward runs each group's kernel with the *union's* lse and ``rowsum(dO * O)``: that is
+    the FlashAttention-2 backward of the union softmax restricted to the group's keys, so no
+    per-group weights, products or their gradients are ever formed."""
+    dtype = q.dtype
+    q, k, v, bias = _prepare(q, k, v, bias)
+    calls = tuple((_args(p, q, key_padding, bias, scale, dropout_p), group_tiles(p.block)) for p in plans)
+    return FusedUnion.apply(q, k, v, bias, calls, ops).to(dtype)
 
 
 def _rows(t: Tensor) -> Tensor:
@@ -119,3 +145,41 @@ class FusedBlockSparse(torch.autograd.Function):
         dq, dk, dv, db = ctx.ops.blocksparse_backward(q, k, v, *ctx.args, lse, delta.contiguous(), dout, bias_grad,
                                                        ctx.group)
         return dq, dk, dv, (db if bias_grad else None), None, None, None
+
+
+class FusedUnion(torch.autograd.Function):
+    """``attend_union``'s node: ``calls`` holds each group's op arguments and tile group size."""
+
+    @staticmethod
+    def forward(ctx, q, k, v, bias, calls, ops):
+        results = [ops.blocksparse_forward(q, k, v, *args, group) for args, group in calls]
+        lses = torch.stack([r[1] for r in results])
+        lowest = torch.finfo(lses.dtype).min
+        dead = (lses <= lowest / 2).all(0)  # rows that see no key in any group
+        # A group a row sees nothing of has lse_g = lowest: floored, exp(lse_g - lse) is 0.
+        lses = lses.clamp_min(lowest / 2)
+        lse = torch.logsumexp(lses, 0)
+        out = results[0][0].mul_(torch.exp(lses[0] - lse)[..., None])
+        for (o, _), lg in zip(results[1:], lses[1:]):
+            out.addcmul_(o, torch.exp(lg - lse)[..., None])
+        lse = lse.masked_fill(dead, lowest)  # the kernels' backward skips rows at lowest
+        ctx.save_for_backward(q, k, v, out, lse)
+        ctx.calls, ctx.ops, ctx.has_bias = calls, ops, bias is not None
+        return out
+
+    @staticmethod
+    def backward(ctx, dout):
+        q, k, v, out, lse = ctx.saved_tensors
+        dout = _rows(dout)
+        delta = (dout * out).sum(-1).contiguous()
+        bias_grad = ctx.has_bias and ctx.needs_input_grad[3]
+        dq = dk = dv = db = None
+        for args, group in ctx.calls:
+            gq, gk, gv, gb = ctx.ops.blocksparse_backward(q, k, v, *args, lse, delta, dout, bias_grad, group)
+            if dq is None:
+                dq, dk, dv, db = gq, gk, gv, gb
+            else:
+                dq.add_(gq), dk.add_(gk), dv.add_(gv)
+                if bias_grad:
+                    db.add_(gb)
+        return dq, dk, dv, (db if bias_grad else None), None, None
