@@ -185,12 +185,35 @@ def test_a_union_runs_as_one_node_merged_by_lse(monkeypatch, name):
     _same(got, [want, *torch.autograd.grad(want, [q, k, v], g)])
 
 
+def test_narrow_tiles_score_only_the_columns_their_queries_see(monkeypatch):
+    """Longformer's global columns fill a few columns of their key tile: the kernel scores only
+    up to the last column any query of the tile may see, and that tile runs as its own product
+    beside the window's run of consecutive tiles; the result is the reference's."""
+    from tfamily.nn.patterns import GlobalTokens, Union
+    pattern = Union(SlidingWindow(20), GlobalTokens(3))
+    (qo, parts), = split(pattern)
+    plan = get_plan(parts, qo, 96, 96, 0, BLOCK, None, torch.device("cpu"), compiled=True)
+    _, _, _, row_ptr, cols, mids, widths, masks = fused_blocks.plan_rows(plan)
+    assert bool((widths[cols == 0][3:] == 3).all())  # rows past the window see columns 0-2 of tile 0
+    for x in range(cols.numel()):  # no column at or past a tile's width is allowed to any query
+        if mids[x] >= 0:
+            assert not bool(masks[int(mids[x])][:, int(widths[x]):].any())
+    for seed in range(2):
+        q, k, v = _inputs(seed + 40, n=96, m=96)
+        got = _run(monkeypatch, True, q, k, v, pattern, seed=seed)
+        out, _ = ReferenceKernel()(q, k, v, pattern=pattern)
+        g = torch.randn(out.shape, dtype=torch.float64, generator=torch.Generator().manual_seed(seed + 1))
+        _same(got, [out, *torch.autograd.grad(out, [q, k, v], g)])
+
+
 def test_plan_rows_list_every_live_tile_once():
     pattern = SlidingWindow(20)
     (qo, parts), = split(pattern)
     plan = get_plan(parts, qo, 100, 100, 0, BLOCK, None, torch.device("cpu"))
-    q_index, q_valid, k_index, row_ptr, cols, mids, masks = fused_blocks.plan_rows(plan)
-    assert row_ptr[-1] == cols.numel() == mids.numel() and int((mids >= 0).sum()) == masks.shape[0]
+    q_index, q_valid, k_index, row_ptr, cols, mids, widths, masks = fused_blocks.plan_rows(plan)
+    assert row_ptr[-1] == cols.numel() == mids.numel() == widths.numel()
+    assert int((mids >= 0).sum()) == masks.shape[0]
+    assert bool((widths[mids < 0] == BLOCK).all())  # a tile allowed everywhere is scored whole
     live = sum(int(bk.mask.view(bk.kv.shape[0], BLOCK, -1, BLOCK).any(1).any(-1).sum()) for bk in plan.buckets)
     assert cols.numel() == live
     for r in range(plan.n_q_tiles):  # a row's tiles are distinct and cover its window

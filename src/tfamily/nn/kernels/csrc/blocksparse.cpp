@@ -41,10 +41,22 @@ struct Plan {
   bool per_head, q_ident, k_ident;
   const int64_t *q_index, *k_index, *row_ptr;
   const uint8_t *q_valid, *masks, *kp;  // kp: (b, m) key padding, or null
-  const int32_t *cols, *mids;
+  const int32_t *cols, *mids, *widths;  // widths: keys used from the tile's start (B, or fewer when
+                                         // the plan allows no later column of the tile to any query)
   double scale, dropout;
   int64_t seed;
   int64_t layout_row(int64_t head, int64_t qt) const { return (per_head ? head : 0) * nqt + qt; }
+  // The end of the group of plan entries that starts at x0 (row r): at most `group` tiles. With
+  // keys in natural order a group is a run of consecutive tiles (read in place as one block,
+  // all but its last tile at full width), so a narrow or distant tile (longformer's global
+  // columns) is its own small product instead of forcing the whole group through copies.
+  int64_t group_end(int64_t r, int64_t x0, int64_t group) const {
+    const int64_t end = std::min(row_ptr[r + 1], x0 + group);
+    if (!k_ident) return end;
+    int64_t x1 = x0 + 1;
+    while (x1 < end && cols[x1] == cols[x1 - 1] + 1 && widths[x1 - 1] == B) ++x1;
+    return x1;
+  }
 };
 
 // The work of one query tile against one group of its plan row's key tiles (up to `G` tiles, W =
@@ -84,9 +96,11 @@ struct Tile {
   void load_keys(const View<T>& K, const View<T>& V, int64_t b, int64_t hk, int64_t x0, int64_t x1, const T** kp,
                  const T** vp, int64_t* ldk, int64_t* ldv) {
     const int64_t B = P.B, e = P.e, t0 = P.cols[x0];
-    W = (x1 - x0) * B;
+    W = 0;
+    for (int64_t x = x0; x < x1; ++x) W += P.widths[x];
     in_place = P.k_ident;
-    for (int64_t x = x0; x < x1 && in_place; ++x) in_place = P.cols[x] == t0 + (x - x0);
+    for (int64_t x = x0; x < x1 && in_place; ++x)
+      in_place = P.cols[x] == t0 + (x - x0) && (x == x1 - 1 || P.widths[x] == B);
     if (in_place) {
       for (int64_t j = 0; j < W; ++j) kn[j] = t0 * B + j;
       *kp = K.row(b, hk, t0 * B);
@@ -95,10 +109,10 @@ struct Tile {
       *ldv = V.sn;
       return;
     }
-    for (int64_t x = x0; x < x1; ++x) {
+    for (int64_t x = x0, u = 0; x < x1; u += P.widths[x], ++x) {
       const int64_t t = P.cols[x];
-      for (int64_t j = 0; j < B; ++j) {
-        const int64_t w = (x - x0) * B + j;
+      for (int64_t j = 0; j < P.widths[x]; ++j) {
+        const int64_t w = u + j;
         kn[w] = P.k_ident ? t * B + j : P.k_index[t * B + j];
         const T* ks = K.row(b, hk, kn[w]);
         const T* vs = V.row(b, hk, kn[w]);
@@ -120,15 +134,15 @@ struct Tile {
     for (int64_t x = x0; x < x1 && !masked; ++x) masked = P.mids[x] >= 0;
     for (int64_t w = 0; w < W && kpb && !masked; ++w) masked = !kpb[kn[w]];
     if (!masked) return false;
-    for (int64_t x = x0; x < x1; ++x) {
-      const int64_t u = (x - x0) * B;
+    for (int64_t x = x0, u = 0; x < x1; u += P.widths[x], ++x) {
+      const int64_t wx = P.widths[x];
       if (P.mids[x] < 0) {
-        for (int64_t i = 0; i < B; ++i) std::fill(&keep[i * W + u], &keep[i * W + u + B], T(1));
+        for (int64_t i = 0; i < B; ++i) std::fill(&keep[i * W + u], &keep[i * W + u + wx], T(1));
         continue;
       }
       const uint8_t* mk = P.masks + static_cast<int64_t>(P.mids[x]) * B * B;
       for (int64_t i = 0; i < B; ++i)
-        for (int64_t j = 0; j < B; ++j) keep[i * W + u + j] = mk[i * B + j] ? T(1) : T(0);
+        for (int64_t j = 0; j < wx; ++j) keep[i * W + u + j] = mk[i * B + j] ? T(1) : T(0);
     }
     if (kpb)
       for (int64_t w = 0; w < W; ++w)
@@ -182,8 +196,8 @@ void forward_impl(const Plan& P, const at::Tensor& q, const at::Tensor& k, const
       std::fill(acc.begin(), acc.end(), T(0));
       std::fill(mx.begin(), mx.end(), lowest<T>());
       std::fill(l.begin(), l.end(), T(0));
-      for (int64_t x0 = P.row_ptr[r]; x0 < P.row_ptr[r + 1]; x0 += group) {
-        const int64_t x1 = std::min(P.row_ptr[r + 1], x0 + group);
+      for (int64_t x0 = P.row_ptr[r], x1; x0 < P.row_ptr[r + 1]; x0 = x1) {
+        x1 = P.group_end(r, x0, group);
         const T *kp, *vp;
         int64_t ldk, ldv;
         tile.load_keys(K, V, b, h / g, x0, x1, &kp, &vp, &ldk, &ldv);
@@ -289,8 +303,8 @@ void backward_impl(const Plan& P, const at::Tensor& q, const at::Tensor& k, cons
             d[i] = DL[(b * P.h + h) * P.n + qi];
           }
           std::fill(gq.begin(), gq.end(), T(0));
-          for (int64_t x0 = P.row_ptr[r]; x0 < P.row_ptr[r + 1]; x0 += group) {
-            const int64_t x1 = std::min(P.row_ptr[r + 1], x0 + group);
+          for (int64_t x0 = P.row_ptr[r], x1; x0 < P.row_ptr[r + 1]; x0 = x1) {
+            x1 = P.group_end(r, x0, group);
             const T *kp, *vp;
             int64_t ldk, ldv;
             tile.load_keys(K, V, b, hk, x0, x1, &kp, &vp, &ldk, &ldv);
@@ -377,7 +391,8 @@ void backward_impl(const Plan& P, const at::Tensor& q, const at::Tensor& k, cons
 
 Plan make_plan(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& q_index,
                const at::Tensor& q_valid, const at::Tensor& k_index, const at::Tensor& row_ptr, const at::Tensor& cols,
-               const at::Tensor& mids, const at::Tensor& masks, const at::Tensor& key_padding, int64_t block,
+               const at::Tensor& mids, const at::Tensor& widths, const at::Tensor& masks, const at::Tensor& key_padding,
+               int64_t block,
                bool per_head, bool q_ident, bool k_ident, double scale, double dropout, int64_t seed) {
   TORCH_CHECK(q.dim() == 4 && k.dim() == 4 && v.sizes() == k.sizes(), "blocksparse: q (b, h, n, e), k and v (b, hk, m, e)");
   TORCH_CHECK(q.size(0) == k.size(0) && q.size(3) == k.size(3) && q.size(1) % k.size(1) == 0,
@@ -388,9 +403,10 @@ Plan make_plan(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, co
               "blocksparse: q, k, v of one dtype, float32 or float64");
   TORCH_CHECK(q_index.scalar_type() == at::kLong && k_index.scalar_type() == at::kLong &&
                   row_ptr.scalar_type() == at::kLong && q_valid.scalar_type() == at::kByte &&
-                  cols.scalar_type() == at::kInt && mids.scalar_type() == at::kInt && masks.scalar_type() == at::kByte,
+                  cols.scalar_type() == at::kInt && mids.scalar_type() == at::kInt && widths.scalar_type() == at::kInt &&
+                  masks.scalar_type() == at::kByte,
               "blocksparse: plan tensors of the wrong dtype");
-  for (const auto* t : {&q_index, &q_valid, &k_index, &row_ptr, &cols, &mids, &masks})
+  for (const auto* t : {&q_index, &q_valid, &k_index, &row_ptr, &cols, &mids, &widths, &masks})
     TORCH_CHECK(t->is_contiguous(), "blocksparse: plan tensors must be contiguous");
   TORCH_CHECK(dropout >= 0 && dropout < 1, "blocksparse: dropout must be in [0, 1)");
   TORCH_CHECK(block >= 1, "blocksparse: block must be positive");
@@ -405,7 +421,7 @@ Plan make_plan(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, co
   return Plan{block, nqt, q.size(2), k.size(2), q.size(0), q.size(1), k.size(1), q.size(3), per_head, q_ident, k_ident,
               q_index.data_ptr<int64_t>(), k_index.data_ptr<int64_t>(), row_ptr.data_ptr<int64_t>(),
               q_valid.data_ptr<uint8_t>(), masks.data_ptr<uint8_t>(), kp ? key_padding.data_ptr<uint8_t>() : nullptr,
-              cols.data_ptr<int32_t>(), mids.data_ptr<int32_t>(), scale, dropout, seed};
+              cols.data_ptr<int32_t>(), mids.data_ptr<int32_t>(), widths.data_ptr<int32_t>(), scale, dropout, seed};
 }
 
 const at::Tensor* checked_bias(const at::Tensor& bias, const at::Tensor& q, int64_t m) {
@@ -419,11 +435,12 @@ const at::Tensor* checked_bias(const at::Tensor& bias, const at::Tensor& q, int6
 std::vector<at::Tensor> blocksparse_forward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                                             const at::Tensor& q_index, const at::Tensor& q_valid,
                                             const at::Tensor& k_index, const at::Tensor& row_ptr,
-                                            const at::Tensor& cols, const at::Tensor& mids, const at::Tensor& masks,
+                                            const at::Tensor& cols, const at::Tensor& mids, const at::Tensor& widths,
+                                            const at::Tensor& masks,
                                             const at::Tensor& key_padding, const at::Tensor& bias, int64_t block,
                                             bool per_head, bool q_ident, bool k_ident, double scale, double dropout,
                                             int64_t seed, int64_t group) {
-  const Plan P = make_plan(q, k, v, q_index, q_valid, k_index, row_ptr, cols, mids, masks, key_padding, block, per_head,
+  const Plan P = make_plan(q, k, v, q_index, q_valid, k_index, row_ptr, cols, mids, widths, masks, key_padding, block, per_head,
                            q_ident, k_ident, scale, dropout, seed);
   const at::Tensor* bp = checked_bias(bias, q, P.m);
   TORCH_CHECK(group >= 1, "blocksparse: group must be positive");
@@ -441,12 +458,13 @@ std::vector<at::Tensor> blocksparse_forward(const at::Tensor& q, const at::Tenso
 std::vector<at::Tensor> blocksparse_backward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                                              const at::Tensor& q_index, const at::Tensor& q_valid,
                                              const at::Tensor& k_index, const at::Tensor& row_ptr,
-                                             const at::Tensor& cols, const at::Tensor& mids, const at::Tensor& masks,
+                                             const at::Tensor& cols, const at::Tensor& mids, const at::Tensor& widths,
+                                             const at::Tensor& masks,
                                              const at::Tensor& key_padding, const at::Tensor& bias, int64_t block,
                                              bool per_head, bool q_ident, bool k_ident, double scale, double dropout,
                                              int64_t seed, const at::Tensor& lse, const at::Tensor& delta,
                                              const at::Tensor& dout, bool bias_grad, int64_t group) {
-  const Plan P = make_plan(q, k, v, q_index, q_valid, k_index, row_ptr, cols, mids, masks, key_padding, block, per_head,
+  const Plan P = make_plan(q, k, v, q_index, q_valid, k_index, row_ptr, cols, mids, widths, masks, key_padding, block, per_head,
                            q_ident, k_ident, scale, dropout, seed);
   const at::Tensor* bp = checked_bias(bias, q, P.m);
   TORCH_CHECK(group >= 1, "blocksparse: group must be positive");
@@ -477,10 +495,10 @@ std::vector<at::Tensor> blocksparse_backward(const at::Tensor& q, const at::Tens
 
 TORCH_LIBRARY_FRAGMENT(tfamily_native, m) {
   m.def("blocksparse_forward(Tensor q, Tensor k, Tensor v, Tensor q_index, Tensor q_valid, Tensor k_index, "
-        "Tensor row_ptr, Tensor cols, Tensor mids, Tensor masks, Tensor key_padding, Tensor bias, int block, "
+        "Tensor row_ptr, Tensor cols, Tensor mids, Tensor widths, Tensor masks, Tensor key_padding, Tensor bias, int block, "
         "bool per_head, bool q_ident, bool k_ident, float scale, float dropout, int seed, int group) -> Tensor[]");
   m.def("blocksparse_backward(Tensor q, Tensor k, Tensor v, Tensor q_index, Tensor q_valid, Tensor k_index, "
-        "Tensor row_ptr, Tensor cols, Tensor mids, Tensor masks, Tensor key_padding, Tensor bias, int block, "
+        "Tensor row_ptr, Tensor cols, Tensor mids, Tensor widths, Tensor masks, Tensor key_padding, Tensor bias, int block, "
         "bool per_head, bool q_ident, bool k_ident, float scale, float dropout, int seed, Tensor lse, "
         "Tensor delta, Tensor dout, bool bias_grad, int group) -> Tensor[]");
 }
