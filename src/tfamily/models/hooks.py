@@ -61,7 +61,7 @@ def with_aux_losses(model: nn.Module, loss: Tensor, metrics: dict) -> tuple[Tens
     if model.training:
         for name, aux in aux_losses(model).items():
             loss = loss + aux
-            metrics[f"aux/{name}"] = float(aux.detach())
+            metrics[f"aux/{name}"] = aux.detach()  # a tensor: float() would sync a GPU every step
     return loss, metrics
 
 

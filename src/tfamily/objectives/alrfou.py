@@ -110,6 +110,6 @@ class AuxiliaryLosses(nn.Module):
             for p in parts:
                 total = total + p
             if parts:
-                metrics[f"aux/layer{l}"] = float(sum(p.detach() for p in parts))
+                metrics[f"aux/layer{l}"] = sum(p.detach() for p in parts)  # a tensor: no GPU sync
         metrics["aux/live_layers"] = len(live)
         return total, {**metrics, "main_loss": float(loss.detach())}

@@ -48,15 +48,17 @@ def check_targets(logits: Tensor, target, loss_mask=None) -> None:
 
 
 def token_loss(logits: Tensor, target: Tensor, loss_mask: Tensor | None = None) -> tuple[Tensor, dict]:
-    """Mean cross-entropy over kept positions, plus token accuracy and count."""
+    """Mean cross-entropy over kept positions, plus token accuracy and count. The accuracy is a
+    detached 0-dim tensor, not a float: ``.item()`` here would make a GPU wait for every training
+    step to finish before the host could queue the next (readers call ``float()`` when they log)."""
     check_targets(logits, target, loss_mask)
     nll = F.cross_entropy(logits.float().flatten(0, -2), target.flatten(), reduction="none")
     correct = (logits.argmax(-1) == target).flatten().float()
     if loss_mask is None:
-        return nll.mean(), {"acc": correct.mean().item(), "tokens": target.numel()}
+        return nll.mean(), {"acc": correct.mean().detach(), "tokens": target.numel()}
     keep = loss_mask.flatten().to(nll.dtype)
     count = keep.sum().clamp_min(1.0)
-    return (nll * keep).sum() / count, {"acc": ((correct * keep).sum() / count).item(),
+    return (nll * keep).sum() / count, {"acc": ((correct * keep).sum() / count).detach(),
                                         "tokens": int(keep.sum().item())}
 
 
