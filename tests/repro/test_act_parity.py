@@ -41,6 +41,14 @@ def test_command_runs_and_writes_its_files(tmp_path, capsys):
     assert (out / "act_parity.png").stat().st_size > 1000
 
 
+def test_no_baseline_trains_only_the_taus(tmp_path, capsys):
+    rc = main(["repro", "act-parity", "--taus", "0.001", "--no-baseline", "--steps", "2", "--dim", "8",
+               "--hidden", "8", "--batch", "8", "--max-ponder", "3", "--eval-sequences", "16",
+               "--out", str(tmp_path), "--json"])
+    rows = json.loads(capsys.readouterr().out)
+    assert rc == 0 and [r["setting"] for r in rows] == ["tau=0.001"]
+
+
 def test_time_budget_stops_training(tmp_path, capsys):
     rc = main(["repro", "act-parity", "--taus", "0.01", "--steps", "100000", "--time", "0.5", "--dim", "8",
                "--hidden", "8", "--batch", "8", "--max-ponder", "3", "--eval-sequences", "16",

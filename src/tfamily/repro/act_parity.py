@@ -35,7 +35,9 @@ from ..bench.results import print_rows, write_rows
 
 def add_args(p) -> None:
     p.add_argument("--taus", nargs="+", type=float, default=[0.1, 0.01, 0.001, 0.0001],
-                   help="time penalties to train with ACT (a model without ACT is always trained too)")
+                   help="time penalties to train with ACT (a model without ACT is trained first, unless --no-baseline)")
+    p.add_argument("--no-baseline", action="store_true",
+                   help="skip the model without ACT (e.g. a longer run of one tau after a sweep)")
     p.add_argument("--steps", type=int, default=20000, help="training steps per setting (at most)")
     p.add_argument("--time", type=float, default=0.0, help="seconds of training per setting (0: no limit)")
     p.add_argument("--dim", type=int, default=64, help="input size (the paper: 64)")
@@ -142,7 +144,7 @@ def run(args) -> int:
     log = (lambda m: print(m, file=sys.stderr, flush=True))
     data = parity_batch(args.eval_sequences, args.dim, torch.Generator().manual_seed(args.seed + 2))
     rows, ponder, curves = [], [], []
-    for tau in [None, *args.taus]:
+    for tau in ([] if args.no_baseline else [None]) + list(args.taus):
         row, p, c = train_setting(args, tau, data, log)
         rows.append(row)
         ponder += p
