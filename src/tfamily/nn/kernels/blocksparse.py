@@ -98,13 +98,8 @@ def sparse_attention(q: Tensor, k: Tensor, v: Tensor, pattern, heads: tuple, bia
         out, _, live = attend_group(q, k, v, *groups[0], heads, bias, ctx, want_lse=False)
         return _mul(out, live)
     results = [attend_group(q, k, v, qo, parts, heads, bias, ctx, want_lse=True) for qo, parts in groups]
-    # softmax over the union = sum_g exp(lse_g - lse) softmax_g. A row that sees no key in
-    # a group has lse_g = -inf (padding or a -inf bias); flooring it at a finite value
-    # keeps logsumexp's backward, exp(lse_g - lse), from reading -inf - -inf = NaN.
-    lses = torch.stack([r[1] for r in results])
-    lses = lses.clamp_min(torch.finfo(lses.dtype).min / 2)
-    lse = torch.logsumexp(lses, 0)
-    out = sum(r[0] * torch.exp(l - lse)[..., None].to(r[0].dtype) for r, l in zip(results, lses))
+    _, weights = fused_blocks.union_weights(torch.stack([r[1] for r in results]))
+    out = sum(r[0] * w[..., None].to(r[0].dtype) for r, w in zip(results, weights))
     if all(r[2] is None for r in results):
         return out
     ones = torch.ones((), dtype=torch.bool, device=q.device)

@@ -153,6 +153,17 @@ class FusedBlockSparse(torch.autograd.Function):
         return dq, dk, dv, (db if bias_grad else None), None, None, None
 
 
+def union_weights(lses: Tensor) -> tuple[Tensor, Tensor]:
+    """Softmax over a union of groups = sum_g exp(lse_g - lse) softmax_g. ``lses`` (G, ...) ->
+    (lse, the G weights exp(lse_g - lse)). A row that sees no key in a group has lse_g = -inf
+    or the dtype's lowest (padding, a -inf bias); flooring it at a finite value gives it weight 0
+    and keeps logsumexp's backward from reading -inf - -inf = NaN. Used by the PyTorch path
+    (``blocksparse.sparse_attention``, under autograd) and by ``FusedUnion``."""
+    lses = lses.clamp_min(torch.finfo(lses.dtype).min / 2)
+    lse = torch.logsumexp(lses, 0)
+    return lse, torch.exp(lses - lse)
+
+
 class FusedUnion(torch.autograd.Function):
     """``attend_union``'s node: ``calls`` holds each group's op arguments and tile group size."""
 
@@ -162,12 +173,10 @@ class FusedUnion(torch.autograd.Function):
         lses = torch.stack([r[1] for r in results])
         lowest = torch.finfo(lses.dtype).min
         dead = (lses <= lowest / 2).all(0)  # rows that see no key in any group
-        # A group a row sees nothing of has lse_g = lowest: floored, exp(lse_g - lse) is 0.
-        lses = lses.clamp_min(lowest / 2)
-        lse = torch.logsumexp(lses, 0)
-        out = results[0][0].mul_(torch.exp(lses[0] - lse)[..., None])
-        for (o, _), lg in zip(results[1:], lses[1:]):
-            out.addcmul_(o, torch.exp(lg - lse)[..., None])
+        lse, weights = union_weights(lses)
+        out = results[0][0].mul_(weights[0][..., None])
+        for (o, _), w in zip(results[1:], weights[1:]):
+            out.addcmul_(o, w[..., None])
         lse = lse.masked_fill(dead, lowest)  # the kernels' backward skips rows at lowest
         ctx.save_for_backward(q, k, v, out, lse)
         ctx.calls, ctx.ops, ctx.has_bias = calls, ops, bias is not None
