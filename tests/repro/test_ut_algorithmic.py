@@ -163,7 +163,7 @@ def test_time_budget_stops_training(tmp_path, capsys):
 @pytest.mark.parametrize("argv,match", [
     (["--steps", "0"], "--steps"), (["--tasks", "sort"], "--tasks"), (["--models", "gru"], "--models"),
     (["--train-len", "50", "--test-len", "40"], "--test-len"), (["--d-model", "10", "--heads", "4"], "--heads"),
-    (["--time", "-1"], "--time")])
+    (["--time", "-1"], "--time"), (["--device", "tpu"], "'tpu'")])
 def test_bad_arguments_are_refused(tmp_path, capsys, argv, match):
     assert main(["repro", "ut-algorithmic", *argv, "--out", str(tmp_path)]) == 2
     err = capsys.readouterr().err.strip()

@@ -36,6 +36,7 @@ from .. import members
 from ..bench.results import print_rows, write_rows
 from ..build import build
 from ..models.generate import greedy_decode
+from ..train.device import resolve_device
 from ..train.tasks.seq2seq import pairs_batch
 
 TASKS = ("copy", "reverse", "addition")
@@ -67,6 +68,7 @@ def add_args(p) -> None:
     p.add_argument("--eval-batch", type=int, default=64)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
+    p.add_argument("--device", default="cpu", help="cpu, cuda, cuda:N or auto (fp32 on each)")
     p.add_argument("--out", default="runs/repro/ut_algorithmic", help="directory for the tables and the plot")
     p.add_argument("--json", action="store_true", help="print the table as JSON")
 
@@ -166,43 +168,50 @@ def _set_shift(net: nn.Module, shift: int) -> None:
             mod.shift = shift
 
 
+def _to(batch: dict, device: torch.device) -> dict:
+    return {k: v.to(device, non_blocking=True) for k, v in batch.items()}
+
+
 def decode(net: nn.Module, batch: dict, max_len: int) -> Tensor:
     return greedy_decode(net, batch["src"], bos=BOS, eos=EOS, max_len=max_len, src_padding=batch["src_padding"])
 
 
 def evaluate(net: nn.Module, pairs: list, batch_size: int) -> tuple[float, float]:
     _set_shift(net, 0)
+    device = next(net.parameters()).device
     pairs = sorted(pairs, key=lambda p: len(p[0]))  # similar lengths decode together
     preds = []
     for i in range(0, len(pairs), batch_size):
         chunk = pairs[i:i + batch_size]
-        preds += strip(decode(net, collate(chunk), max(len(y) for _, y in chunk) + 1))
+        preds += strip(decode(net, _to(collate(chunk), device), max(len(y) for _, y in chunk) + 1).cpu())
     return accuracy(preds, [y for _, y in pairs])
 
 
 def train_one(task: str, name: str, args, test: list, log) -> dict:
     torch.manual_seed(args.seed)
-    net = make_model(name, args)
+    device = resolve_device(args.device)
+    net = make_model(name, args).to(device)
     opt = torch.optim.Adam(net.parameters(), lr=args.lr, betas=(0.9, 0.98))
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min(1.0, (s + 1) / args.warmup))
     gen = torch.Generator().manual_seed(args.seed + 1)
     spread = 0 if args.no_offsets else args.test_len - args.train_len
     net.train()
-    t0, step, loss = time.perf_counter(), 0, float("nan")
+    t0, step, out = time.perf_counter(), 0, None
     while step < args.steps and (args.time <= 0 or time.perf_counter() - t0 < args.time):
         _set_shift(net, int(torch.randint(0, spread + 1, (1,), generator=gen)))
-        out, _ = net.loss(collate(sample(task, args.batch, args.train_len, gen)))
+        out, _ = net.loss(_to(collate(sample(task, args.batch, args.train_len, gen)), device))
         opt.zero_grad(set_to_none=True)
         out.backward()
         nn.utils.clip_grad_norm_(net.parameters(), 1.0)
         opt.step()
         sched.step()
-        step, loss = step + 1, float(out.detach())
+        step += 1
+    loss = float("nan") if out is None else float(out.detach())  # read once: no device sync per step
     seconds = time.perf_counter() - t0
     char, seq = evaluate(net, test, args.eval_batch)
     paper = PAPER.get((name, task), (None, None))
     log(f"# {task} {name}: {step} steps in {seconds:.0f} s, loss {loss:.3f}, char {char:.3f} seq {seq:.3f}")
-    return {"task": task, "model": name, "steps": step, "train_seconds": round(seconds, 1),
+    return {"task": task, "model": name, "device": str(device), "steps": step, "train_seconds": round(seconds, 1),
             "params": sum(p.numel() for p in net.parameters()), "final_loss": round(loss, 4),
             "char_acc": round(char, 4), "seq_acc": round(seq, 4), "paper_char_acc": paper[0],
             "paper_seq_acc": paper[1]}
@@ -235,6 +244,7 @@ def _plot(path: Path, rows: list[dict], title: str) -> None:
 
 
 def _check(args) -> None:
+    resolve_device(args.device)  # names the valid devices when this one is not
     for name in ("steps", "d_model", "heads", "depth", "lstm_layers", "train_len", "test_len", "batch",
                  "warmup", "eval_sequences", "eval_batch"):
         if getattr(args, name) < 1:
