@@ -4,7 +4,7 @@
 # `repro ut-algorithmic` on each task, each in its own process with one CPU thread, each for the same
 # TIME seconds of training (default 330) while they share the GPU.
 # Usage: scripts/long_runs_gpu.sh OUT_DIR [DEVICE]   ($TFAMILY_DATA must name the data directory;
-# QUICK=1 shrinks every size so the script can be dry-run on a CPU; TIME=seconds per run).
+# ONLY=regex runs the matching names alone; QUICK=1 shrinks every size so the script can be dry-run on a CPU; TIME=seconds per run).
 # Each run writes OUT_DIR/<name>.out (its --json table), OUT_DIR/<name>.log and its files under
 # OUT_DIR/<repro>/<name>; OUT_DIR/rc.txt gets one exit status per run.
 set -u
@@ -24,6 +24,7 @@ else
 fi
 launch() {  # NAME ARGS...: one repro in the background, capped at TIME + 200 s
   local name=$1; shift
+  [[ $name =~ ${ONLY:-.} ]] || return 0  # ONLY=regex: rerun a subset
   ( timeout $((T + 200)) python3 -m tfamily.cli repro "$@" --threads 1 --device "$dev" --json \
       >"$out/$name.out" 2>"$out/$name.log"; echo "$name rc=$?" >>"$out/rc.txt" ) &
 }

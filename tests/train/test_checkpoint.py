@@ -38,6 +38,40 @@ def test_write_read_and_load_weights_with_tied_embeddings(tmp_path):
     assert torch.equal(loaded.group("extra")["a"], torch.arange(5.0) * 7)
 
 
+class _Flat(torch.nn.Module):
+    """Two parameters that are views into parts of one buffer, as cuDNN packs an RNN's weights on CUDA."""
+
+    def __init__(self, seed):
+        super().__init__()
+        flat = torch.randn(12, generator=torch.Generator().manual_seed(seed))
+        self.a = torch.nn.Parameter(flat[:8].view(2, 4))
+        self.b = torch.nn.Parameter(flat[8:])
+        self.a.data, self.b.data = flat[:8].view(2, 4), flat[8:]  # both share flat's storage
+
+
+def test_views_into_one_buffer_round_trip(tmp_path):
+    m, fresh = _Flat(0), _Flat(1)
+    assert m.a.untyped_storage().data_ptr() == m.b.untyped_storage().data_ptr()
+    _write(tmp_path, 1, m)
+    checkpoint.load(tmp_path, require=()).load_weights(fresh)
+    assert torch.equal(fresh.a, m.a) and torch.equal(fresh.b, m.b)
+    assert fresh.a.untyped_storage().data_ptr() == fresh.b.untyped_storage().data_ptr()  # still one buffer
+
+
+def test_a_file_keeping_the_other_tied_name_loads(tmp_path):
+    """A tied tensor is saved once; files written by safetensors' save_model may keep either name."""
+    m = _model()
+    path = _write(tmp_path, 2, m)
+    state = checkpoint.load_file(str(path / "model.safetensors"))
+    assert "embed.weight" in state and "head.tied.weight" not in state
+    loaded = checkpoint.load(tmp_path, require=())  # verified as written; then the file is swapped
+    state["head.tied.weight"] = state.pop("embed.weight")
+    checkpoint.save_file(state, str(path / "model.safetensors"))
+    fresh = _model()
+    loaded.load_weights(fresh)
+    assert torch.equal(fresh.embed.weight, m.embed.weight) and fresh.head.tied is fresh.embed
+
+
 def test_keeps_only_the_newest_k(tmp_path):
     m = _model()
     for step in (1, 2, 3, 4, 5):

@@ -32,7 +32,7 @@ from pathlib import Path
 import numpy as np
 import torch
 from safetensors import SafetensorError
-from safetensors.torch import load_file, load_model, save_file, save_model
+from safetensors.torch import load_file, save_file
 from torch import Tensor, nn
 
 FORMAT = 1
@@ -96,6 +96,35 @@ def clean_stale(root: Path) -> list[Path]:
     return removed
 
 
+def _tie_key(t: Tensor) -> tuple:
+    return (t.device, t.data_ptr(), t.dtype, tuple(t.shape), t.stride())
+
+
+def model_tensors(model: nn.Module) -> dict[str, Tensor]:
+    """The model's state as safetensors can hold it: a tied tensor (several names, one tensor) once,
+    under its first name, and every tensor a compact copy of its own. Written here rather than by
+    ``safetensors.torch.save_model``, which refuses tensors that are views into part of one buffer,
+    as cuDNN packs an RNN's weights on CUDA (every LSTM/GRU model failed to checkpoint there)."""
+    out, seen = {}, set()
+    for name, t in model.state_dict().items():
+        key = _tie_key(t)
+        if key in seen:
+            continue
+        seen.add(key)
+        t = t.detach()
+        own = t.is_contiguous() and t.untyped_storage().nbytes() == t.numel() * t.element_size()
+        out[name] = t.cpu().contiguous() if own else t.cpu().clone(memory_format=torch.contiguous_format)
+    return out
+
+
+def _tied_elsewhere(model: nn.Module, names: set[str]) -> set[str]:
+    """Of the model's state names missing from a file, those tied to a name the file holds."""
+    groups: dict[tuple, list[str]] = {}
+    for name, t in model.state_dict().items():
+        groups.setdefault(_tie_key(t), []).append(name)
+    return {n for g in groups.values() if len(g) > 1 and any(m in names for m in g) for n in g}
+
+
 def write(root: Path, step: int, model: nn.Module, groups: dict[str, dict[str, Tensor]], meta: dict,
           keep: int) -> Path:
     """Write checkpoint ``step`` under ``root`` atomically; keep the newest ``keep``."""
@@ -106,7 +135,7 @@ def write(root: Path, step: int, model: nn.Module, groups: dict[str, dict[str, T
         shutil.rmtree(tmp)
     tmp.mkdir()
     files = {}
-    save_model(model, str(tmp / "model.safetensors"))
+    save_file(model_tensors(model), str(tmp / "model.safetensors"), metadata={"format": "pt"})
     files["model.safetensors"] = None
     for name, tensors in groups.items():
         save_file({k: v.detach().cpu().contiguous() for k, v in tensors.items()}, str(tmp / f"{name}.safetensors"))
@@ -246,7 +275,9 @@ class Loaded:
     def load_weights(self, model: nn.Module, device: torch.device | str = "cpu") -> None:
         f = self.path / "model.safetensors"
         try:
-            missing, unexpected = load_model(model, str(f), strict=False, device=str(device))
+            state = load_file(str(f), device=str(device))
+            missing, unexpected = model.load_state_dict(state, strict=False)
+            missing = set(missing) - _tied_elsewhere(model, set(state))
         except SafetensorError as e:
             raise CheckpointError(f"{f} cannot be read ({e}); the checkpoint is corrupt") from e
         except RuntimeError as e:  # load_state_dict: a tensor of another shape
