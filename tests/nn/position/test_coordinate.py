@@ -30,3 +30,19 @@ def test_steps_differ_and_start_at_one():
     assert not torch.allclose(c(x, 1), c(x, 2))
     with pytest.raises(ValueError, match="step=0"):
         c(x, 0)
+
+
+def test_kept_tables_match_a_fresh_module_across_calls():
+    """One module called with changing offsets, lengths, steps (past its first table of 16), dtypes
+    and inference mode gives what a fresh module gives each time."""
+    c, gen = Coordinate(6), torch.Generator().manual_seed(3)
+    for step, offset, n, dtype in [(1, 0, 4, torch.float32), (2, 0, 4, torch.float32), (40, 3, 4, torch.float32),
+                                   (17, 3, 2, torch.float64), (1, 9, 5, torch.bfloat16), (3, 0, 4, torch.float32)]:
+        x = torch.randn(2, n, 6, generator=gen).to(dtype)
+        torch.testing.assert_close(c(x, step, offset), Coordinate(6)(x, step, offset))
+        with torch.inference_mode():
+            y = c(x, step, offset)
+        torch.testing.assert_close(y, Coordinate(6)(x, step, offset))
+    x = torch.randn(1, 3, 6, requires_grad=True)
+    c(x, 2).sum().backward()  # the kept tables never hold inference tensors in training
+    torch.testing.assert_close(x.grad, torch.ones_like(x))

@@ -17,15 +17,28 @@ from .absolute import sinusoid_table
 
 
 class Coordinate(nn.Module):
+    """The signal is computed from device-side ``arange`` alone (no host-to-device copy, which on
+    CUDA waits for the stream: one wait per recurrent step made the UT 3.6x slower per training
+    step than the vanilla Transformer of the same depth on an H100). The position part of the
+    last (offset, length) is kept and shared by every step of one forward, the step part for
+    steps 1..k; both are plain attributes (never saved), rebuilt on another device or mode."""
+
     def __init__(self, d_model: int):
         super().__init__()
         self.d_model = d_model
+        self._pos: tuple[tuple, Tensor] | None = None
+        self._steps: tuple[tuple, Tensor] | None = None
 
     def forward(self, x: Tensor, step: int, offset: int = 0) -> Tensor:
         """``x``: (b, n, d) states of positions offset..offset+n-1 entering step ``step`` (>= 1)."""
         if step < 1:
             raise ValueError(f"recurrent steps are counted from 1 (eq. 6-7), got step={step}")
-        pos = torch.arange(offset, offset + x.shape[1], device=x.device)
-        signal = sinusoid_table(pos, self.d_model) + sinusoid_table(torch.tensor([step], device=x.device),
-                                                                    self.d_model)
-        return x + signal.to(x.dtype)
+        mode = (x.device, torch.is_inference_mode_enabled())  # inference tensors stay in inference mode
+        key = (*mode, offset, x.shape[1])
+        if self._pos is None or self._pos[0] != key:
+            pos = torch.arange(offset, offset + x.shape[1], device=x.device)
+            self._pos = (key, sinusoid_table(pos, self.d_model))
+        if self._steps is None or self._steps[0] != mode or self._steps[1].shape[0] < step:
+            k = max(step, 16 if self._steps is None else 2 * self._steps[1].shape[0])
+            self._steps = (mode, sinusoid_table(torch.arange(1, k + 1, device=x.device), self.d_model))
+        return x + (self._pos[1] + self._steps[1][step - 1]).to(x.dtype)
