@@ -67,6 +67,7 @@ def test_missing_config_lists_the_available_ones():
     ({"train.time_budget": "soon"}, "train.time_budget='soon' is not a duration"),
     ({"train.betas": [0.9]}, "train.betas must be two numbers"),
     ({"train.device": "tpu"}, "train.device='tpu' is not valid"),
+    ({"train.optimizer": "sgd"}, "train.optimizer='sgd' is not valid; valid: adamw, muon"),
 ])
 def test_invalid_settings_name_the_option_and_valid_values(overrides, match):
     with pytest.raises(ValueError, match=match):

@@ -71,3 +71,94 @@ def test_optimizer_state_round_trips_through_safetensors_and_json(tmp_path):
         o.step()
     for a, b in zip(m.parameters(), m2.parameters()):
         assert torch.equal(a, b)
+
+
+# -- Muon on the hidden matrices, AdamW on the rest ------------------------------------------------
+def _gpt():
+    from tfamily import members
+    from tfamily.build import build
+
+    torch.manual_seed(0)
+    return build(members.gpt(d_model=16, vocab_size=11, dropout=0.0, heads=dict(n_heads=2),
+                             depth=dict(n_layers=2), position=dict(max_len=8)))
+
+
+def _loss(m, seed):
+    x = torch.randint(0, 11, (3, 8), generator=torch.Generator().manual_seed(seed))
+    out = m(x)
+    return (out[0] if isinstance(out, tuple) else out).square().mean()
+
+
+def test_muon_takes_the_hidden_linear_matrices_only():
+    from tfamily.train.optim import muon_params
+
+    m = _gpt()
+    chosen = muon_params(m)
+    names = {n for n, p in m.named_parameters() if id(p) in chosen}
+    linear = {f"{n}.weight" for n, mod in m.named_modules() if isinstance(mod, torch.nn.Linear)
+              and not n.startswith("head")}
+    assert names == linear and names and all(m.get_parameter(n).dim() == 2 for n in names)
+    assert not any(n.startswith(("embed", "head")) for n in names)
+
+
+def test_muon_adamw_equals_its_two_optimisers_run_apart():
+    """One step of the composite = torch's Muon on the hidden matrices + AdamW on the rest, with the
+    same groups (weight decay on the other matrices only), lrs and hyper-parameters."""
+    from tfamily.train.optim import MuonAdamW, muon_params, param_groups
+
+    a, b = _gpt(), _gpt()
+    opt = MuonAdamW(a, 3e-3, 0.1, betas=(0.9, 0.95))
+    chosen = muon_params(b)
+    muon = torch.optim.Muon([p for p in b.parameters() if id(p) in chosen], lr=3e-3, weight_decay=0.1,
+                            adjust_lr_fn="match_rms_adamw")
+    rest = [{**g, "params": [p for p in g["params"] if id(p) not in chosen]} for g in param_groups(b, 0.1)]
+    adam = torch.optim.AdamW(rest, lr=3e-3, betas=(0.9, 0.95), fused=True)
+    for seed in range(3):
+        _loss(a, seed).backward()
+        _loss(b, seed).backward()
+        opt.step()
+        muon.step()
+        adam.step()
+        opt.zero_grad()
+        muon.zero_grad()
+        adam.zero_grad()
+    for (n, p), q in zip(a.named_parameters(), b.parameters()):
+        torch.testing.assert_close(p, q, rtol=1e-6, atol=1e-7, msg=n)
+
+
+def test_muon_adamw_state_round_trips_and_the_schedule_reaches_both(tmp_path):
+    from tfamily.train.optim import make_optimizer
+
+    a = _gpt()
+    opt = make_optimizer("muon", a, 4e-3, 0.1)
+    sched = warmup_cosine(opt, 1, 10, 0.0)
+    for seed in range(3):
+        _loss(a, seed).backward()
+        opt.step()
+        sched.step()
+        opt.zero_grad()
+    assert opt.muon.param_groups[0]["lr"] == opt.adamw.param_groups[0]["lr"] == sched.get_last_lr()[0] < 4e-3
+    tensors, meta = flatten_optimizer(opt.state_dict())
+    save_file(tensors, str(tmp_path / "opt.safetensors"))
+    import json
+    meta = json.loads(json.dumps(meta))
+    b = _gpt()
+    b.load_state_dict(a.state_dict())
+    again = make_optimizer("muon", b, 1.0, 0.0)
+    again.load_state_dict(unflatten_optimizer(load_file(str(tmp_path / "opt.safetensors")), meta))
+    for m, o in ((a, opt), (b, again)):  # one more identical step on each
+        _loss(m, 9).backward()
+        o.step()
+    for p, q in zip(a.parameters(), b.parameters()):
+        assert torch.equal(p, q)
+    with pytest.raises(ValueError, match="another train.optimizer"):
+        make_optimizer("muon", b, 1.0, 0.0).load_state_dict(make_optimizer("adamw", b, 1.0, 0.0).state_dict())
+
+
+def test_bad_optimizer_names_and_models_without_matrices_are_refused():
+    from tfamily.train.optim import make_optimizer
+
+    with pytest.raises(ValueError, match="train.optimizer='sgd'.*adamw, muon"):
+        make_optimizer("sgd", _gpt(), 1e-3, 0.0)
+    with pytest.raises(ValueError, match="use train.optimizer=adamw"):
+        make_optimizer("muon", torch.nn.Sequential(torch.nn.LayerNorm(4)), 1e-3, 0.0)

@@ -94,3 +94,15 @@ def test_sigkill_during_checkpoint_write_never_loads_the_half_written_one(refere
     assert not any(p.name.startswith(".tmp-") for p in ckdir.iterdir())  # cleaned up on resume
     assert _curve(run) == _curve(reference)
     assert _final_weights_hash(run) == _final_weights_hash(reference)
+
+
+def test_muon_run_killed_between_checkpoints_resumes_bitwise(tmp_path):
+    """train.optimizer=muon (Muon + AdamW as one optimiser): its state survives the checkpoint."""
+    tiny = [*TINY, "train.optimizer=muon"]
+    ref, run = tmp_path / "ref", tmp_path / "run"
+    _run([*tiny, f"train.out={ref}"])
+    _run_until_killed([*tiny, f"train.out={run}"], "step:6", tmp_path)
+    assert [s for s, _ in checkpoint.step_dirs(run / "checkpoints")] == [4]
+    _run(["--resume", str(run)])
+    assert _curve(run) == _curve(ref)
+    assert _final_weights_hash(run) == _final_weights_hash(ref)

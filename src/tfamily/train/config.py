@@ -27,6 +27,7 @@ import yaml
 
 SECTIONS = ("name", "member", "model", "data", "train")
 PRECISIONS = ("auto", "bf16", "fp32")
+OPTIMIZERS = ("adamw", "muon")  # train/optim.py builds them
 DEVICES = ("auto", "cpu", "cuda")
 MAX_SEED = 2**63 - 1
 # The repository's configs/ (an editable install or a checkout); ./configs is searched first.
@@ -60,6 +61,7 @@ class TrainConfig:
     weight_decay: float = 0.1
     betas: tuple = (0.9, 0.95)
     eps: float = 1e-8
+    optimizer: str = "adamw"           # adamw, or muon: Muon on the hidden matrices, AdamW on the rest
     grad_clip: float | None = 1.0      # max global grad norm; null disables
     precision: str = "auto"            # auto: bf16 on CUDA; on a bf16-native CPU the faster, timed
     compile: bool = False              # torch.compile the loss
@@ -171,6 +173,8 @@ def validate(cfg: Config) -> None:
         raise ValueError(f"train.min_lr_ratio must be in [0, 1], got {t.min_lr_ratio!r}")
     if len(t.betas) != 2 or not all(isinstance(b, (int, float)) and 0.0 <= b < 1.0 for b in t.betas):
         raise ValueError(f"train.betas must be two numbers in [0, 1), got {list(t.betas)!r}")
+    if t.optimizer not in OPTIMIZERS:
+        raise ValueError(f"train.optimizer={t.optimizer!r} is not valid; valid: {', '.join(OPTIMIZERS)}")
     if t.precision not in PRECISIONS:
         raise ValueError(f"train.precision={t.precision!r} is not valid; valid: {', '.join(PRECISIONS)}")
     if t.device not in DEVICES and not str(t.device).startswith("cuda:"):

@@ -39,7 +39,7 @@ from .config import Config, apply_overrides, deep_merge, dump, from_dict, parse_
 from .device import autocast, resolve_precision
 from .evaluate import carried_state, evaluate, to_device
 from .metrics import Logger
-from .optim import adamw, warmup_cosine
+from .optim import make_optimizer, warmup_cosine
 from .task import Reports, Task, make_task
 
 
@@ -133,7 +133,7 @@ class Trainer:
             self.spec = None
         self.model = model.to(self.device)
         self.params = param_count(self.model)
-        self.optimizer = adamw(self.model, t.lr, t.weight_decay, t.betas, t.eps)
+        self.optimizer = make_optimizer(t.optimizer, self.model, t.lr, t.weight_decay, t.betas, t.eps)
         self.budget = Budget(parse_duration(t.time_budget, "train.time_budget"), t.max_steps,
                              task.eval_size(t.eval_tokens))
         self.scheduler = warmup_cosine(self.optimizer, t.warmup, t.max_steps or t.warmup + 10**6, t.min_lr_ratio)

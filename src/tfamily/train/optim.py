@@ -1,4 +1,5 @@
-"""AdamW with warm-up then cosine decay, and their state as tensors + JSON.
+"""AdamW (or Muon for the hidden matrices with AdamW for the rest) with warm-up then cosine
+decay, and their state as tensors + JSON.
 
 Loshchilov & Hutter 2019 (AdamW): weight decay is decoupled from the gradient
 step. As in GPT-2/nanoGPT, only matrices (dim >= 2, i.e. linear and embedding
@@ -31,6 +32,88 @@ def adamw(model: nn.Module, lr: float, weight_decay: float, betas=(0.9, 0.95), e
         params = [p for g in groups for p in g["params"]]
         fused = bool(params) and all(p.is_floating_point() and p.device.type in ("cpu", "cuda") for p in params)
     return torch.optim.AdamW(groups, lr=lr, betas=tuple(betas), eps=eps, fused=fused)
+
+
+OPTIMIZERS = ("adamw", "muon")
+
+
+def muon_params(model: nn.Module) -> set[int]:
+    """ids of the weights Muon takes: the matrices of ``nn.Linear`` layers inside the network.
+    Embeddings, the output head (``model.head``, tied or not), biases, gains and recurrent
+    cells' weights stay with AdamW, as Jordan et al. (2024) prescribe for the input and output
+    layers and the non-matrix parameters."""
+    head = getattr(model, "head", None)
+    skip = {id(p) for p in head.parameters()} if isinstance(head, nn.Module) else set()
+    skip |= {id(m.weight) for m in model.modules() if isinstance(m, nn.Embedding)}
+    return {id(m.weight) for m in model.modules()
+            if isinstance(m, nn.Linear) and m.weight.requires_grad and id(m.weight) not in skip}
+
+
+class MuonAdamW(torch.optim.Optimizer):
+    """torch.optim.Muon on the hidden matrices and torch.optim.AdamW on everything else, as one
+    optimiser: one lr (Muon's scaled by ``match_rms_adamw``, 0.2 sqrt(max(A, B)), so that its
+    updates have AdamW's RMS and the same ``train.lr`` and schedule serve both), one
+    ``state_dict`` in the standard layout (Muon's parameters first), so the scheduler,
+    checkpoints and resume treat it like AdamW. The param-group dicts are the inner
+    optimisers' own, so LambdaLR's lr changes reach both."""
+
+    def __init__(self, model: nn.Module, lr: float, weight_decay: float, betas=(0.9, 0.95),
+                 eps: float = 1e-8, momentum: float = 0.95):
+        chosen = muon_params(model)
+        groups = param_groups(model, weight_decay)
+        hidden = [p for p in model.parameters() if id(p) in chosen]
+        rest = [{**g, "params": [p for p in g["params"] if id(p) not in chosen]} for g in groups]
+        rest = [g for g in rest if g["params"]]
+        if not hidden:
+            raise ValueError("train.optimizer=muon needs linear layers inside the model (Muon updates "
+                             "hidden matrices); this model has none: use train.optimizer=adamw")
+        self.muon = torch.optim.Muon(hidden, lr=lr, weight_decay=weight_decay, momentum=momentum,
+                                     adjust_lr_fn="match_rms_adamw")
+        self.adamw = torch.optim.AdamW(rest, lr=lr, betas=tuple(betas), eps=eps,
+                                       fused=all(p.device.type in ("cpu", "cuda") for g in rest for p in g["params"]))
+        super().__init__(self.muon.param_groups + self.adamw.param_groups, {"lr": lr})
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        if closure is not None:
+            raise ValueError("MuonAdamW.step takes no closure")
+        self.muon.step()
+        self.adamw.step()
+
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        self.muon.zero_grad(set_to_none)
+        self.adamw.zero_grad(set_to_none)
+
+    def state_dict(self) -> dict:
+        m, a = self.muon.state_dict(), self.adamw.state_dict()
+        n = sum(len(g["params"]) for g in m["param_groups"])
+        return {"state": {**m["state"], **{k + n: v for k, v in a["state"].items()}},
+                "param_groups": m["param_groups"] + [{**g, "params": [i + n for i in g["params"]]}
+                                                     for g in a["param_groups"]]}
+
+    def load_state_dict(self, state_dict: dict) -> None:
+        k = len(self.muon.param_groups)
+        groups = state_dict["param_groups"]
+        if len(groups) != k + len(self.adamw.param_groups):
+            raise ValueError(f"the saved optimiser has {len(groups)} parameter groups, this one "
+                             f"{k + len(self.adamw.param_groups)} (Muon {k} + AdamW); was it saved by "
+                             f"another train.optimizer?")
+        n = sum(len(g["params"]) for g in groups[:k])
+        state = {int(i): v for i, v in state_dict["state"].items()}
+        self.muon.load_state_dict({"state": {i: v for i, v in state.items() if i < n}, "param_groups": groups[:k]})
+        self.adamw.load_state_dict({"state": {i - n: v for i, v in state.items() if i >= n},
+                                    "param_groups": [{**g, "params": [i - n for i in g["params"]]}
+                                                     for g in groups[k:]]})
+
+
+def make_optimizer(name: str, model: nn.Module, lr: float, weight_decay: float, betas=(0.9, 0.95),
+                   eps: float = 1e-8) -> torch.optim.Optimizer:
+    """``train.optimizer``: 'adamw' or 'muon' (MuonAdamW)."""
+    if name == "adamw":
+        return adamw(model, lr, weight_decay, betas, eps)
+    if name == "muon":
+        return MuonAdamW(model, lr, weight_decay, betas, eps)
+    raise ValueError(f"train.optimizer={name!r} is not valid; valid: {', '.join(OPTIMIZERS)}")
 
 
 class WarmupCosine:

@@ -8,12 +8,15 @@ sizes the builder supplies; any other constructor keyword is a ``position.params
 from ...registry import POSITIONS
 from .absolute import InputPosition, Learned, NoPosition, Sinusoidal, sinusoid_table
 from .relative import RelativePosition
+from .rotary import Rotary
 
 POSITIONS.register("sinusoidal", Sinusoidal, needs=("d_model",), stage="input")
 POSITIONS.register("learned", Learned, needs=("max_len", "d_model"), stage="input")
 POSITIONS.register("none", NoPosition, stage="input")
 # Dai et al. 2019 (Transformer-XL); params clamp_len, same_length
 POSITIONS.register("relative", RelativePosition, needs=("d_model", "n_heads", "d_head"), stage="attention")
+# Su et al. 2021 (RoFormer); param base
+POSITIONS.register("rotary", Rotary, needs=("d_head",), stage="attention")
 
 __all__ = ["InputPosition", "Learned", "NoPosition", "Sinusoidal", "sinusoid_table",
-           "RelativePosition", "POSITIONS"]
+           "RelativePosition", "Rotary", "POSITIONS"]
