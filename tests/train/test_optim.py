@@ -107,7 +107,7 @@ def test_muon_adamw_equals_its_two_optimisers_run_apart():
     from tfamily.train.optim import MuonAdamW, muon_params, param_groups
 
     a, b = _gpt(), _gpt()
-    opt = MuonAdamW(a, 3e-3, 0.1, betas=(0.9, 0.95))
+    opt = MuonAdamW(a, 3e-3, 0.1, betas=(0.9, 0.95), ns_dtype=torch.bfloat16)  # torch's Muon's dtype
     chosen = muon_params(b)
     muon = torch.optim.Muon([p for p in b.parameters() if id(p) in chosen], lr=3e-3, weight_decay=0.1,
                             adjust_lr_fn="match_rms_adamw")
@@ -145,10 +145,16 @@ def test_muon_adamw_state_round_trips_and_the_schedule_reaches_both(tmp_path):
     b = _gpt()
     b.load_state_dict(a.state_dict())
     again = make_optimizer("muon", b, 1.0, 0.0)
+    sched2 = warmup_cosine(again, 1, 10, 0.0)  # the trainer's order: build both, then load both
     again.load_state_dict(unflatten_optimizer(load_file(str(tmp_path / "opt.safetensors")), meta))
-    for m, o in ((a, opt), (b, again)):  # one more identical step on each
-        _loss(m, 9).backward()
-        o.step()
+    sched2.load_state_dict(sched.state_dict())
+    for m, o, sc in ((a, opt, sched), (b, again, sched2)):  # two more identical steps on each
+        for seed in (9, 10):
+            _loss(m, seed).backward()
+            o.step()
+            sc.step()
+            o.zero_grad()
+    assert again.muon.param_groups[0]["lr"] == again.adamw.param_groups[1]["lr"] == sched.get_last_lr()[0]
     for p, q in zip(a.parameters(), b.parameters()):
         assert torch.equal(p, q)
     with pytest.raises(ValueError, match="another train.optimizer"):
@@ -162,3 +168,19 @@ def test_bad_optimizer_names_and_models_without_matrices_are_refused():
         make_optimizer("sgd", _gpt(), 1e-3, 0.0)
     with pytest.raises(ValueError, match="use train.optimizer=adamw"):
         make_optimizer("muon", torch.nn.Sequential(torch.nn.LayerNorm(4)), 1e-3, 0.0)
+
+
+def test_newton_schulz_in_fp32_orthogonalises():
+    """The fp32 iteration (CPUs without native bf16) gives what the paper's iteration gives: singular
+    values near 1 (its quintic leaves them within about 0.5-1.5), the singular vectors of G."""
+    from tfamily.train.optim import newton_schulz
+
+    g = torch.randn(24, 40, generator=torch.Generator().manual_seed(0))
+    o = newton_schulz(g, (3.4445, -4.775, 2.0315), 5, 1e-7, torch.float32)
+    s = torch.linalg.svdvals(o)
+    assert o.dtype == torch.float32 and o.shape == g.shape and s.min() > 0.5 and s.max() < 1.5
+    u, _, vh = torch.linalg.svd(g, full_matrices=False)
+    m = u.T @ o @ vh.T  # O = U S' V^T: diagonal in G's singular bases
+    assert (m - torch.diag(torch.diagonal(m))).abs().max() < 0.05 and torch.diagonal(m).min() > 0.5
+    tall = newton_schulz(g.T, (3.4445, -4.775, 2.0315), 5, 1e-7, torch.float32)
+    torch.testing.assert_close(tall, o.T)
