@@ -40,6 +40,23 @@ def test_bench_peers_writes_rows_files_and_plot(tmp_path, json_rows):
     assert (tmp_path / "peers.png").read_bytes()[:4] == b"\x89PNG"
 
 
+def test_compiled_variant_compiles_the_same_model(tmp_path, json_rows):
+    """`--models tfamily-compiled`: torch.compile of the same loss; its rows sit beside the eager ones,
+    and its loss equals the eager model's on the same weights."""
+    rows, _ = json_rows(TINY + ["--models", "tfamily", "tfamily-compiled", "--precisions", "fp32",
+                                "--out", str(tmp_path)])
+    assert [r["model"] for r in rows] == ["tfamily", "tfamily-compiled"]
+    assert rows[1]["steps"] == 2 and rows[1]["vs_tfamily"] == pytest.approx(rows[1]["tokens_per_s"] / rows[0]["tokens_per_s"])
+    s = parse_shape("32:1:2:16:2", 40)
+    torch.manual_seed(0)
+    _, eager = peers.BUILDERS["tfamily"](s)
+    torch.manual_seed(0)  # the same weights
+    _, compiled = peers.BUILDERS["tfamily-compiled"](s)
+    x = torch.randint(0, 40, (2, 16))
+    batch = {"x": x, "y": x.roll(-1, dims=1)}
+    torch.testing.assert_close(compiled(batch), eager(batch))
+
+
 def test_bench_peers_skips_x_transformers_with_a_note(tmp_path, json_rows, monkeypatch):
     monkeypatch.setitem(sys.modules, "x_transformers", None)  # import fails as if not installed
     rows, printed = json_rows(TINY + ["--models", "tfamily", "x-transformers", "--precisions", "fp32",

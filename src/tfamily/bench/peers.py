@@ -35,6 +35,7 @@ SHAPES = {  # name: (d_model, n_layers, n_heads, seq_len, batch)
     "large": (512, 8, 8, 1024, 4),
 }
 MODELS = ("tfamily", "x-transformers", "flat")
+COMPILED = ("tfamily-compiled", "flat-compiled")  # on request: torch.compile (Inductor) of the whole loss
 
 
 @dataclass(frozen=True)
@@ -67,7 +68,9 @@ def add_args(p) -> None:
                    help="presets demo (d128 x4, seq 128, batch 4), bench (d256 x6, seq 256, batch 16), "
                         "large (d512 x8, seq 1024, batch 4), or D:LAYERS:HEADS:SEQ:BATCH")
     p.add_argument("--skip-large", action="store_true", help="leave out the large preset")
-    p.add_argument("--models", nargs="+", default=list(MODELS), choices=MODELS)
+    p.add_argument("--models", nargs="+", default=list(MODELS), choices=MODELS + COMPILED,
+                   help="the compiled variants wrap the loss in torch.compile; their first step compiles "
+                        "(tens of seconds) and is not timed")
     p.add_argument("--precisions", nargs="+", default=None, choices=["fp32", "bf16"],
                    help="default: fp32 and bf16, or fp32 alone on a CPU that emulates bf16 (about 30x slower)")
     p.add_argument("--vocab", type=int, default=256)
@@ -107,7 +110,15 @@ def _ce(logits, y):
     return F.cross_entropy(logits.flatten(0, 1).float(), y.flatten())
 
 
-BUILDERS = {"tfamily": _tfamily, "x-transformers": _xtransformers, "flat": _flat}
+def _compiled(builder):
+    def make(s: Shape):
+        model, loss_fn = builder(s)
+        return model, torch.compile(loss_fn)
+    return make
+
+
+BUILDERS = {"tfamily": _tfamily, "x-transformers": _xtransformers, "flat": _flat,
+            "tfamily-compiled": _compiled(_tfamily), "flat-compiled": _compiled(_flat)}
 
 
 def peer_missing(name: str) -> str | None:
