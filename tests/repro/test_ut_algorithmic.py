@@ -20,6 +20,17 @@ def _int_lsb(digits: list[int]) -> int:
     return sum(d * 10 ** i for i, d in enumerate(digits))
 
 
+@pytest.mark.parametrize("residual", ["pre_norm", "post_norm"])
+@pytest.mark.parametrize("name", ["transformer", "ut", "ut_act"])
+def test_residual_layout_reaches_every_block(name, residual):
+    from tfamily.nn.residual import PostNorm, PreNorm
+
+    args = _args()
+    args.residual = residual
+    kinds = {type(m) for m in ua.make_model(name, args).modules() if isinstance(m, (PreNorm, PostNorm))}
+    assert kinds == {PreNorm if residual == "pre_norm" else PostNorm}
+
+
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_copy_and_reverse_pairs(seed):
     gen = torch.Generator().manual_seed(seed)
@@ -74,7 +85,7 @@ def test_strip_cuts_at_the_first_eos():
 
 
 def _args(**kw) -> Namespace:
-    base = dict(d_model=16, heads=2, depth=2, lstm_layers=1)
+    base = dict(d_model=16, heads=2, depth=2, lstm_layers=1, residual="pre_norm")
     return Namespace(**{**base, **kw})
 
 
