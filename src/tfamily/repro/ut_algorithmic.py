@@ -41,6 +41,7 @@ from ..bench.results import print_rows, write_rows
 from ..build import build
 from ..models.generate import greedy_decode
 from ..train.device import resolve_device
+from ..train.evaluate import to_device
 from ..train.tasks.seq2seq import pairs_batch
 
 TASKS = ("copy", "reverse", "addition")
@@ -175,10 +176,6 @@ def _set_shift(net: nn.Module, shift: int) -> None:
             mod.shift = shift
 
 
-def _to(batch: dict, device: torch.device) -> dict:
-    return {k: v.to(device, non_blocking=True) for k, v in batch.items()}
-
-
 def decode(net: nn.Module, batch: dict, max_len: int) -> Tensor:
     return greedy_decode(net, batch["src"], bos=BOS, eos=EOS, max_len=max_len, src_padding=batch["src_padding"])
 
@@ -190,7 +187,7 @@ def evaluate(net: nn.Module, pairs: list, batch_size: int) -> tuple[float, float
     preds = []
     for i in range(0, len(pairs), batch_size):
         chunk = pairs[i:i + batch_size]
-        preds += strip(decode(net, _to(collate(chunk), device), max(len(y) for _, y in chunk) + 1).cpu())
+        preds += strip(decode(net, to_device(collate(chunk), device), max(len(y) for _, y in chunk) + 1).cpu())
     return accuracy(preds, [y for _, y in pairs])
 
 
@@ -206,7 +203,7 @@ def train_one(task: str, name: str, args, test: list, log) -> dict:
     t0, step, out = time.perf_counter(), 0, None
     while step < args.steps and (args.time <= 0 or time.perf_counter() - t0 < args.time):
         _set_shift(net, int(torch.randint(0, spread + 1, (1,), generator=gen)))
-        out, _ = net.loss(_to(collate(sample(task, args.batch, args.train_len, gen)), device))
+        out, _ = net.loss(to_device(collate(sample(task, args.batch, args.train_len, gen)), device))
         opt.zero_grad(set_to_none=True)
         out.backward()
         nn.utils.clip_grad_norm_(net.parameters(), 1.0)

@@ -27,7 +27,7 @@ import yaml
 
 SECTIONS = ("name", "member", "model", "data", "train")
 PRECISIONS = ("auto", "bf16", "fp32")
-OPTIMIZERS = ("adamw", "muon")  # train/optim.py builds them
+OPTIMIZERS = ("adamw", "muon")  # built by train/optim.make_optimizer
 DEVICES = ("auto", "cpu", "cuda")
 MAX_SEED = 2**63 - 1
 # The repository's configs/ (an editable install or a checkout); ./configs is searched first.

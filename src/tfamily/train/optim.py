@@ -14,6 +14,8 @@ import torch
 from torch import Tensor, nn
 from torch.optim.lr_scheduler import LambdaLR
 
+from .config import OPTIMIZERS
+
 
 def param_groups(model: nn.Module, weight_decay: float) -> list[dict]:
     decay, no_decay = [], []
@@ -27,14 +29,14 @@ def adamw(model: nn.Module, lr: float, weight_decay: float, betas=(0.9, 0.95), e
           fused: bool | None = None) -> torch.optim.AdamW:
     """``fused=None``: the fused kernel when every parameter is a float on CPU or CUDA (one kernel
     per step instead of a few per tensor; measured 4.6 -> 1.4 ms per step on the demo model)."""
-    groups = param_groups(model, weight_decay)
+    return _adamw_of(param_groups(model, weight_decay), lr, betas, eps, fused)
+
+
+def _adamw_of(groups: list[dict], lr: float, betas, eps: float, fused: bool | None = None) -> torch.optim.AdamW:
     if fused is None:
         params = [p for g in groups for p in g["params"]]
         fused = bool(params) and all(p.is_floating_point() and p.device.type in ("cpu", "cuda") for p in params)
     return torch.optim.AdamW(groups, lr=lr, betas=tuple(betas), eps=eps, fused=fused)
-
-
-OPTIMIZERS = ("adamw", "muon")
 
 
 def muon_params(model: nn.Module) -> set[int]:
@@ -69,9 +71,10 @@ def newton_schulz(g: Tensor, coefficients: tuple[float, float, float], steps: in
 class Muon(torch.optim.Muon):
     """torch.optim.Muon (same hyper-parameters, param groups and state) with the Newton-Schulz
     iteration in ``ns_dtype``. Written here because torch's runs it in bf16 always, which is
-    fast on GPUs and bf16-native CPUs but emulated on others: on this library's AVX2-only CI
-    CPUs kind, emulated bf16 made Muon's step take 697 ms against 24 ms native and 107 ms for the
-    demo model's forward and backward (measured with ONEDNN_MAX_CPU_ISA=AVX2 on the AMX Xeon).
+    fast on GPUs and bf16-native CPUs but emulated on others (the AVX2-only CI kind): on the demo
+    model, emulated bf16 made Muon's step take ~700 ms against ~18 ms native or in fp32, beside
+    ~90-100 ms for its forward and backward (``scripts/muon_step_time.py``, run with
+    ONEDNN_MAX_CPU_ISA=AVX2 on an AMX Xeon).
     ``tests/train/test_optim.py`` checks it equals torch.optim.Muon in bf16."""
 
     def __init__(self, params, *, ns_dtype: torch.dtype, **kw):
@@ -130,8 +133,7 @@ class MuonAdamW(torch.optim.Optimizer):
         self.muon = Muon(hidden, lr=lr, weight_decay=weight_decay, momentum=momentum,
                          adjust_lr_fn="match_rms_adamw", ns_dtype=ns_dtype if ns_dtype is not None
                          else ns_dtype_for(hidden[0].device))
-        self.adamw = torch.optim.AdamW(rest, lr=lr, betas=tuple(betas), eps=eps,
-                                       fused=all(p.device.type in ("cpu", "cuda") for g in rest for p in g["params"]))
+        self.adamw = _adamw_of(rest, lr, betas, eps)
         super().__init__(self.muon.param_groups + self.adamw.param_groups, {"lr": lr})
 
     @torch.no_grad()

@@ -17,9 +17,11 @@ from .absolute import sinusoid_table
 
 
 class Coordinate(nn.Module):
-    """The signal is computed from device-side ``arange`` alone (no host-to-device copy, which on
-    CUDA waits for the stream: one wait per recurrent step made the UT 3.6x slower per training
-    step than the vanilla Transformer of the same depth on an H100). The position part of the
+    """The signal is computed from device-side ``arange`` alone: the step number used to be copied
+    from the host at every recurrent step, and on CUDA such a copy waits for the stream. On an
+    H100 the UT then took 3.6x fewer training steps than the vanilla Transformer of the same depth
+    in the same time (``docs/bench/long_runs_h100``), where on a CPU the two step equally fast;
+    not re-timed on a GPU since this change. The position part of the
     last (offset, length) is kept and shared by every step of one forward, the step part for
     steps 1..k; both are plain attributes (never saved), rebuilt on another device or mode."""
 

@@ -48,9 +48,9 @@ class Rotary(nn.Module):
         self._kept: tuple[tuple, tuple[Tensor, Tensor]] | None = None  # the last call's tables
 
     def _tables(self, start: int, n: int, x: Tensor) -> tuple[Tensor, Tensor]:
-        # Training calls repeat one (start, n): the tables are computed once, not per call
-        # (a dozen small ops per layer, measurable at the demo's shapes). Plain attributes,
-        # never saved; inference mode is part of the key (its tensors stay in it).
+        # Training calls repeat one (start, n): the tables are computed once, not per call and
+        # layer (a dozen small ops each; the demo's speed did not move measurably either way).
+        # Plain attributes, never saved; inference mode is part of the key (its tensors stay in it).
         key = (start, n, x.device, x.dtype, torch.is_inference_mode_enabled())
         if self._kept is None or self._kept[0] != key:
             self._kept = (key, tables(start, n, self.d_head, self.base, x.device, x.dtype))
