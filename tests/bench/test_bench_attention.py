@@ -45,3 +45,16 @@ def test_bench_attention_names_the_code_that_ran_and_times_causal_tiles(tmp_path
                  "--patterns", "bigbird", "--out", str(tmp_path), "--json"]) == 0
     rows = {r["pattern"]: r for r in json.loads(capsys.readouterr().out)}
     assert rows["bigbird"]["impl"] == "pytorch"
+
+
+def test_bench_attention_in_bfloat16_names_the_bf16_kernel(tmp_path, capsys, monkeypatch):
+    from tfamily.nn.kernels import native
+    for tiles, impl in (("1", "compiled-bf16"), ("0", "compiled")):
+        monkeypatch.setenv("TFAMILY_BF16_TILES", tiles)  # the workers inherit it
+        assert main(["bench", "attention", "--seq-lens", "128", "--heads", "2", "--d-head", "16", "--block-size",
+                     "32", "--patterns", "sliding_window", "--dtype", "bfloat16", "--out", str(tmp_path),
+                     "--json"]) == 0
+        rows = {r["pattern"]: r for r in json.loads(capsys.readouterr().out)}
+        assert {r["dtype"] for r in rows.values()} == {"bfloat16"}
+        assert rows["sliding_window"]["impl"] == (impl if native.ops() is not None else "pytorch")
+        assert rows["sliding_window"]["fwd_bwd_ms"] > 0 and rows["dense_causal_sdpa"]["fwd_bwd_ms"] > 0

@@ -33,7 +33,7 @@ from .results import write_rows
 BASELINE = "dense_causal_sdpa"
 TILED_CAUSAL = "causal_tiles"  # dense causal through the block-sparse tiles (opt-in by name)
 FIELDS = ["pattern", "kernel", "impl", "seq_len", "density", "causal_density", "fwd_ms", "fwd_bwd_ms", "peak_mb",
-          "plan_ms", "dense_fwd_bwd_ms", "vs_target", "batch", "heads", "d_head", "block_size", "device"]
+          "plan_ms", "dense_fwd_bwd_ms", "vs_target", "batch", "heads", "d_head", "block_size", "device", "dtype"]
 
 
 def add_args(p) -> None:
@@ -49,6 +49,9 @@ def add_args(p) -> None:
     p.add_argument("--heads", type=int, default=8)
     p.add_argument("--d-head", type=int, default=64)
     p.add_argument("--device", default="cpu")
+    p.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"],
+                   help="q, k, v and SDPA's dtype (bf16 runs the bf16 tile kernel where the CPU has bf16 "
+                        "instructions, see fused_blocks.bf16_tiles)")
     p.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
     p.add_argument("--out", default="runs/bench/attention", help="directory for attention.json/.csv")
     p.add_argument("--plot", default=None, help="PNG path (default OUT/attention.png)")
@@ -89,7 +92,7 @@ def _spawn(name: str, args) -> list[dict]:
     cmd = [sys.executable, "-m", "tfamily.bench.attention", "--worker", name, "--seq-lens",
            *map(str, args.seq_lens), "--kernel", args.kernel, "--block-size", str(args.block_size),
            "--batch", str(args.batch), "--heads", str(args.heads), "--d-head", str(args.d_head),
-           "--device", args.device, "--threads", str(args.threads)]
+           "--device", args.device, "--threads", str(args.threads), "--dtype", args.dtype]
     env = dict(os.environ, THP_MEM_ALLOC_ENABLE=os.environ.get("THP_MEM_ALLOC_ENABLE", "1"))
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
     if proc.returncode:
@@ -116,8 +119,9 @@ def _worker(args) -> int:
     rows = []
     for L in sorted(args.seq_lens):
         b, h, e = args.batch, args.heads, args.d_head
-        q, k, v = (torch.randn(b, h, L, e, device=dev) for _ in range(3))
-        grad = torch.randn(b, h, L, e, device=dev)
+        dtype = getattr(torch, args.dtype)
+        q, k, v = (torch.randn(b, h, L, e, device=dev, dtype=dtype) for _ in range(3))
+        grad = torch.randn(b, h, L, e, device=dev, dtype=dtype)
         if args.worker == BASELINE:
             fn = lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True)  # noqa: E731
             allowed, kernel_name, plan_ms, tiles = h * L * (L + 1) // 2, "sdpa", 0.0, []
@@ -167,7 +171,7 @@ def _worker(args) -> int:
                          dense_fwd_bwd_ms=round(dense if dense is not None else fwd_bwd, 2),
                          plan_ms=round(plan_ms, 1), batch=b, heads=h, d_head=e,
                          block_size="+".join(map(str, tiles)) if tiles else args.block_size,
-                         device=str(dev)))
+                         device=str(dev), dtype=args.dtype))
     print(json.dumps(rows))
     return 0
 
@@ -178,8 +182,12 @@ def _impl(args, q) -> str:
         return "sdpa"
     if args.kernel != "blocksparse":
         return args.kernel
+    import torch
+
     from ..nn.kernels import fused_blocks
-    return "compiled" if fused_blocks.usable(q) is not None else "pytorch"
+    if fused_blocks.usable(q) is None:
+        return "pytorch"
+    return "compiled-bf16" if q.dtype == torch.bfloat16 and fused_blocks.bf16_tiles() else "compiled"
 
 
 def _time(fn, reps: int, cuda: bool, warm: bool = True) -> float:

@@ -122,6 +122,34 @@ def test_bfloat16_within_rounding_of_float32(monkeypatch, name):
         assert (a.float() - b).abs().max() <= 0.05 * b.abs().max() + 1e-3
 
 
+@pytest.mark.parametrize("name", list(PATTERNS))
+@pytest.mark.parametrize("tiles", ["1", "0"])
+def test_bf16_tiles_equal_float32_on_the_same_inputs(monkeypatch, name, tiles):
+    """bf16 inputs: with ``TFAMILY_BF16_TILES=1`` the kernel reads them as bf16 and multiplies
+    bf16 x bf16 -> fp32 (MKL's bf16 GEMM, AMX where present); with 0 they are computed in fp32.
+    Either way, outputs and gradients (q, k, v and an additive bias, grouped-query heads, key
+    padding, a length that is not a multiple of the tile) equal the float32 kernel on the same
+    bf16-rounded inputs up to rounding P and dS to bf16 for their GEMMs and the results to bf16."""
+    monkeypatch.setenv("TFAMILY_BF16_TILES", tiles)
+    seen = []
+    for node in (fused_blocks.FusedBlockSparse, fused_blocks.FusedUnion):
+        monkeypatch.setattr(node, "apply", lambda *a, real=node.apply: seen.append(a[0].dtype) or real(*a))
+    q, k, v = (t.detach().bfloat16() for t in _inputs(21, n=70, m=70, e=16, dtype=torch.float32))
+    gen = torch.Generator().manual_seed(5)
+    bias = torch.randn(2, 4, 70, 70, generator=gen).bfloat16()
+    pad = torch.ones(2, 70, dtype=torch.bool)
+    pad[1, 3:11] = False
+    runs = []
+    for dtype in (torch.bfloat16, torch.float32):
+        inputs = [t.to(dtype).requires_grad_() for t in (q, k, v, bias)]
+        runs.append(_run(monkeypatch, True, *inputs[:3], PATTERNS[name], bias=inputs[3], key_padding=pad))
+    assert set(seen[: len(seen) // 2]) == {torch.bfloat16 if tiles == "1" else torch.float32}
+    for i, (a, b) in enumerate(zip(*runs)):
+        assert a.dtype == torch.bfloat16 and torch.isfinite(a).all()
+        err = (a.float() - b).abs().max()
+        assert err <= 0.02 * b.abs().max() + 1e-3, f"tensor {i}: {err} against max {b.abs().max()}"
+
+
 def test_float32_agrees_with_float64_within_rounding(monkeypatch):
     q, k, v = _inputs(4, n=77, m=77)
     exact = _run(monkeypatch, True, q, k, v, PATTERNS["bigbird"])

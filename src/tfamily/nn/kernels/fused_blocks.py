@@ -5,13 +5,17 @@ plan row lists, online softmax, the log-sum-exp returned for unions merged by th
 a FlashAttention-2 backward that recomputes the tiles. The same function as
 ``blocksparse.attend_group``'s gather-and-SDPA path (tested equal in outputs and gradients).
 
-It serves CPU tensors in float32, float64 and bfloat16/float16 (computed in float32: the tiles
-are small GEMMs through the BLAS libtorch carries, which on these CPUs has no faster
-half-precision small-GEMM path to call from inside a tile). Attention dropout draws its masks
+It serves CPU tensors in float32, float64, bfloat16 and float16. bfloat16 runs its own kernel
+where the CPU multiplies bf16 natively (AVX512-BF16 or AMX: ``bf16_tiles``): q, k, v are read
+in bf16 and every tile GEMM is MKL's bf16 x bf16 -> fp32 one, with scores, softmax statistics,
+the output before rounding and all gradients in fp32 (the scheme of SDPA's own bf16 CPU
+kernel). Elsewhere, and for float16, the inputs are computed in float32. Attention dropout draws its masks
 from a hash of (seed, batch, head, query, key), the seed from torch's generator, so the masks
 differ from the SDPA path's but follow the same law and the backward redraws them exactly.
 """
 from __future__ import annotations
+
+import os
 
 import torch
 from torch import Tensor
@@ -67,14 +71,35 @@ def plan_rows(plan: Plan) -> tuple:
     return out
 
 
+def bf16_tiles() -> bool:
+    """Whether bfloat16 inputs run the bf16 kernel: by default where the CPU multiplies bf16
+    natively (elsewhere MKL would emulate it, slower than float32); ``TFAMILY_BF16_TILES=0`` or
+    ``1`` overrides (the tests run both kernels on every CPU)."""
+    forced = os.environ.get("TFAMILY_BF16_TILES")
+    if forced is not None:
+        return forced not in ("0", "false", "no", "off")
+    from ...train.device import cpu_has_bf16  # the one CPU-feature probe (it also picks training's autocast)
+
+    return cpu_has_bf16()
+
+
+def _acc(dtype: torch.dtype) -> torch.dtype:
+    """The kernel's dtype for softmax statistics, biases and gradients."""
+    return torch.float32 if dtype == torch.bfloat16 else dtype
+
+
 def _prepare(q: Tensor, k: Tensor, v: Tensor, bias: Tensor | None):
-    """q, k, v (and the bias, expanded to (b, h, n, m)) in the kernel's working dtype."""
-    work = q.dtype if q.dtype in (torch.float32, torch.float64) else torch.float32
+    """q, k, v in the kernel's input dtype, and the bias, expanded to (b, h, n, m), in its
+    accumulation dtype."""
+    if q.dtype in (torch.float32, torch.float64) or (q.dtype == torch.bfloat16 and bf16_tiles()):
+        work = q.dtype
+    else:
+        work = torch.float32
     q, k, v = (_rows(t.to(work)) for t in (q, k, v))
     if bias is not None:
         while bias.dim() < 4:
             bias = bias[None]
-        bias = bias.to(work).expand(*q.shape[:3], k.shape[2])
+        bias = bias.to(_acc(work)).expand(*q.shape[:3], k.shape[2])
     return q, k, v, bias
 
 
@@ -142,15 +167,16 @@ class FusedBlockSparse(torch.autograd.Function):
     @staticmethod
     def backward(ctx, dout, dlse):
         q, k, v, out, lse = ctx.saved_tensors
-        dout = torch.zeros_like(out) if dout is None else _rows(dout)
+        dout = torch.zeros_like(out) if dout is None else _rows(dout.to(q.dtype))
         # d lse = softmax: it enters as a shift of rowsum(dO * O) (the caller merges unions by lse).
-        delta = (dout * out).sum(-1)
+        acc = lse.dtype
+        delta = (dout.to(acc) * out.to(acc)).sum(-1)
         if dlse is not None:
-            delta = delta - dlse
+            delta = delta - dlse.to(acc)
         bias_grad = ctx.has_bias and ctx.needs_input_grad[3]
         dq, dk, dv, db = ctx.ops.blocksparse_backward(q, k, v, *ctx.args, lse, delta.contiguous(), dout, bias_grad,
                                                        ctx.group)
-        return dq, dk, dv, (db if bias_grad else None), None, None, None
+        return dq.to(q.dtype), dk.to(k.dtype), dv.to(v.dtype), (db if bias_grad else None), None, None, None
 
 
 def union_weights(lses: Tensor) -> tuple[Tensor, Tensor]:
@@ -170,23 +196,23 @@ class FusedUnion(torch.autograd.Function):
     @staticmethod
     def forward(ctx, q, k, v, bias, calls, ops):
         results = [ops.blocksparse_forward(q, k, v, *args, group) for args, group in calls]
-        lses = torch.stack([r[1] for r in results])
+        lses = torch.stack([r[1] for r in results])  # in the accumulation dtype, as the merge below
         lowest = torch.finfo(lses.dtype).min
         dead = (lses <= lowest / 2).all(0)  # rows that see no key in any group
         lse, weights = union_weights(lses)
-        out = results[0][0].mul_(weights[0][..., None])
+        out = results[0][0].to(lses.dtype).mul_(weights[0][..., None])
         for (o, _), w in zip(results[1:], weights[1:]):
             out.addcmul_(o, w[..., None])
         lse = lse.masked_fill(dead, lowest)  # the kernels' backward skips rows at lowest
         ctx.save_for_backward(q, k, v, out, lse)
         ctx.calls, ctx.ops, ctx.has_bias = calls, ops, bias is not None
-        return out
+        return out.to(q.dtype)
 
     @staticmethod
     def backward(ctx, dout):
         q, k, v, out, lse = ctx.saved_tensors
-        dout = _rows(dout)
-        delta = (dout * out).sum(-1).contiguous()
+        dout = _rows(dout.to(q.dtype))
+        delta = (dout.to(out.dtype) * out).sum(-1).contiguous()
         bias_grad = ctx.has_bias and ctx.needs_input_grad[3]
         dq = dk = dv = db = None
         for args, group in ctx.calls:
@@ -197,4 +223,4 @@ class FusedUnion(torch.autograd.Function):
                 dq.add_(gq), dk.add_(gk), dv.add_(gv)
                 if bias_grad:
                     db.add_(gb)
-        return dq, dk, dv, (db if bias_grad else None), None, None
+        return dq.to(q.dtype), dk.to(k.dtype), dv.to(v.dtype), (db if bias_grad else None), None, None

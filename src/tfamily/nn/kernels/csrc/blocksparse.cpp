@@ -26,6 +26,39 @@ namespace {
 
 using namespace tfamily_native;
 
+// Inputs are read in T; scores, softmax statistics, outputs before rounding and gradients are
+// kept in Acc<T>: T itself for float and double, float for bf16 (whose tile GEMMs are bf16 x bf16
+// -> fp32, common.h).
+template <typename T>
+struct AccOf {
+  using type = T;
+};
+template <>
+struct AccOf<c10::BFloat16> {
+  using type = float;
+};
+template <typename T>
+using Acc = typename AccOf<T>::type;
+
+// src (n values in Acc<T>) as a GEMM operand in T: src itself when the types agree, else rounded
+// into dst. fp32 -> bf16 rounds to nearest even on the bits, as c10::BFloat16 does, in integer
+// ops the compiler vectorises (c10's converter, with its NaN branch, ran scalar); the values
+// here (probabilities, their gradients) are finite.
+template <typename T>
+const T* narrow(const Acc<T>* src, std::vector<T>& dst, int64_t n) {
+  if constexpr (std::is_same_v<T, Acc<T>>) {
+    return src;
+  } else {
+    auto* out = reinterpret_cast<uint16_t*>(dst.data());
+#pragma omp simd
+    for (int64_t i = 0; i < n; ++i) {
+      const uint32_t bits = __builtin_bit_cast(uint32_t, src[i]);
+      out[i] = static_cast<uint16_t>((bits + 0x7FFFu + ((bits >> 16) & 1u)) >> 16);
+    }
+    return dst.data();
+  }
+}
+
 // A (b, h, n, x) tensor read in place: any strides, last dimension contiguous.
 template <typename T>
 struct View {
@@ -64,19 +97,22 @@ struct Plan {
 // products; a group of consecutive tiles in natural key order is read in place as one block.
 template <typename T>
 struct Tile {
+  using A = Acc<T>;
   const Plan& P;
   int64_t G, W = 0;
   bool in_place = false;               // the group's keys are rows of K and V (else copied to k, v)
-  std::vector<T> q, k, v, s, keep;
+  std::vector<T> q, k, v, p;           // p: probabilities (or their gradients) rounded to T for a GEMM
+  std::vector<A> s, keep;
   std::vector<int64_t> qn, kn;         // natural positions (qn: -1 for padding slots)
 
   Tile(const Plan& plan, int64_t group)
       : P(plan), G(group), q(plan.B * plan.e), k(group * plan.B * plan.e), v(group * plan.B * plan.e),
-        s(plan.B * group * plan.B), keep(plan.B * group * plan.B), qn(plan.B), kn(group * plan.B) {}
+        p(std::is_same_v<T, A> ? 0 : plan.B * group * plan.B), s(plan.B * group * plan.B),
+        keep(plan.B * group * plan.B), qn(plan.B), kn(group * plan.B) {}
 
   void load_queries(const View<T>& Q, int64_t b, int64_t h, int64_t qt) {
     const int64_t B = P.B, e = P.e;
-    const T scale = T(P.scale);
+    const A scale = A(P.scale);
     for (int64_t i = 0; i < B; ++i) {
       const int64_t slot = qt * B + i;
       const bool valid = P.q_ident ? slot < P.n : P.q_valid[slot] != 0;
@@ -87,7 +123,7 @@ struct Tile {
         continue;
       }
       const T* src = Q.row(b, h, qn[i]);
-      for (int64_t d = 0; d < e; ++d) dst[d] = src[d] * scale;
+      for (int64_t d = 0; d < e; ++d) dst[d] = T(A(src[d]) * scale);
     }
   }
 
@@ -137,65 +173,66 @@ struct Tile {
     for (int64_t x = x0, u = 0; x < x1; u += P.widths[x], ++x) {
       const int64_t wx = P.widths[x];
       if (P.mids[x] < 0) {
-        for (int64_t i = 0; i < B; ++i) std::fill(&keep[i * W + u], &keep[i * W + u + wx], T(1));
+        for (int64_t i = 0; i < B; ++i) std::fill(&keep[i * W + u], &keep[i * W + u + wx], A(1));
         continue;
       }
       const uint8_t* mk = P.masks + static_cast<int64_t>(P.mids[x]) * B * B;
       for (int64_t i = 0; i < B; ++i)
-        for (int64_t j = 0; j < wx; ++j) keep[i * W + u + j] = mk[i * B + j] ? T(1) : T(0);
+        for (int64_t j = 0; j < wx; ++j) keep[i * W + u + j] = mk[i * B + j] ? A(1) : A(0);
     }
     if (kpb)
       for (int64_t w = 0; w < W; ++w)
         if (!kpb[kn[w]])
-          for (int64_t i = 0; i < B; ++i) keep[i * W + w] = T(0);
+          for (int64_t i = 0; i < B; ++i) keep[i * W + w] = A(0);
     return true;
   }
 
   // s = q k^T (+ the bias at the natural positions).
   void score(const T* kp, int64_t ld, const at::Tensor* bias, int64_t b, int64_t h) {
     const int64_t B = P.B, e = P.e;
-    mm<T>(false, true, B, W, e, q.data(), e, kp, ld, T(0), s.data(), W);
+    mm(false, true, B, W, e, q.data(), e, kp, ld, A(0), s.data(), W);
     if (!bias) return;
-    const T* bp = bias->data_ptr<T>();
+    const A* bp = bias->data_ptr<A>();
     const int64_t sb = bias->stride(0), sh = bias->stride(1), sn = bias->stride(2), sm = bias->stride(3);
     for (int64_t i = 0; i < B; ++i) {
       if (qn[i] < 0) continue;
-      const T* bi = bp + b * sb + h * sh + qn[i] * sn;
+      const A* bi = bp + b * sb + h * sh + qn[i] * sn;
       for (int64_t w = 0; w < W; ++w) s[i * W + w] += bi[kn[w] * sm];
     }
   }
 
   // Attention dropout factors of query i against the group: 1 / (1 - p) kept, 0 dropped; a hash of
   // (seed, batch, head, query, key), so the backward redraws the forward's mask.
-  void dropout_row(int64_t b, int64_t h, int64_t i, T* z) const {
+  void dropout_row(int64_t b, int64_t h, int64_t i, A* z) const {
     if (qn[i] < 0) {
-      std::fill(z, z + W, T(0));
+      std::fill(z, z + W, A(0));
       return;
     }
     const uint64_t row = mix(static_cast<uint64_t>(P.seed) ^ mix(static_cast<uint64_t>((b * P.h + h) * P.n + qn[i])));
     const uint64_t keepbits = static_cast<uint64_t>((1.0 - P.dropout) * 4294967296.0);
-    const T f = T(1) / T(1 - P.dropout);
-    for (int64_t w = 0; w < W; ++w) z[w] = (mix(row ^ static_cast<uint64_t>(kn[w])) >> 32) < keepbits ? f : T(0);
+    const A f = A(1) / A(1 - P.dropout);
+    for (int64_t w = 0; w < W; ++w) z[w] = (mix(row ^ static_cast<uint64_t>(kn[w])) >> 32) < keepbits ? f : A(0);
   }
 };
 
 template <typename T>
 void forward_impl(const Plan& P, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor* bias,
                   at::Tensor& out, at::Tensor& lse, int64_t group) {
+  using A = Acc<T>;
   const View<T> Q(q), K(k), V(v), O(out);
-  T* LSE = lse.data_ptr<T>();
+  A* LSE = lse.data_ptr<A>();
   const int64_t B = P.B, e = P.e, g = P.h / P.hk;
   std::atomic<int64_t> next{0};
   for_tiles(P.b * P.h * P.nqt, next, [&](auto&& claim) {
     Tile<T> tile(P, group);
-    std::vector<T> acc(B * e), mx(B), l(B), z(group * B);
+    std::vector<A> acc(B * e), mx(B), l(B), z(group * B);
     for (int64_t task; (task = claim()) >= 0;) {
       const int64_t qt = task % P.nqt, h = (task / P.nqt) % P.h, b = task / (P.nqt * P.h);
       const int64_t r = P.layout_row(h, qt);
       tile.load_queries(Q, b, h, qt);
-      std::fill(acc.begin(), acc.end(), T(0));
-      std::fill(mx.begin(), mx.end(), lowest<T>());
-      std::fill(l.begin(), l.end(), T(0));
+      std::fill(acc.begin(), acc.end(), A(0));
+      std::fill(mx.begin(), mx.end(), lowest<A>());
+      std::fill(l.begin(), l.end(), A(0));
       for (int64_t x0 = P.row_ptr[r], x1; x0 < P.row_ptr[r + 1]; x0 = x1) {
         x1 = P.group_end(r, x0, group);
         const T *kp, *vp;
@@ -205,23 +242,23 @@ void forward_impl(const Plan& P, const at::Tensor& q, const at::Tensor& k, const
         const bool masked = tile.load_mask(b, x0, x1);
         tile.score(kp, ldk, bias, b, h);
         for (int64_t i = 0; i < B; ++i) {  // online softmax (FlashAttention-2) across groups
-          T* si = &tile.s[i * W];
-          const T* ki = &tile.keep[i * W];
-          T m = lowest<T>();
+          A* si = &tile.s[i * W];
+          const A* ki = &tile.keep[i * W];
+          A m = lowest<A>();
           if (masked) {
 #pragma omp simd reduction(max : m)
-            for (int64_t w = 0; w < W; ++w) m = std::max(m, ki[w] > 0 ? si[w] : lowest<T>());
+            for (int64_t w = 0; w < W; ++w) m = std::max(m, ki[w] > 0 ? si[w] : lowest<A>());
           } else {
 #pragma omp simd reduction(max : m)
             for (int64_t w = 0; w < W; ++w) m = std::max(m, si[w]);
           }
-          if (m == lowest<T>()) {  // no allowed key for this query in this group
-            std::fill(si, si + W, T(0));
+          if (m == lowest<A>()) {  // no allowed key for this query in this group
+            std::fill(si, si + W, A(0));
             continue;
           }
-          const T top = std::max(mx[i], m);
-          const T alpha = mx[i] == lowest<T>() ? T(0) : std::exp(mx[i] - top);
-          T sum = 0;
+          const A top = std::max(mx[i], m);
+          const A alpha = mx[i] == lowest<A>() ? A(0) : std::exp(mx[i] - top);
+          A sum = 0;
           if (masked) {
 #pragma omp simd reduction(+ : sum)
             for (int64_t w = 0; w < W; ++w) {
@@ -237,8 +274,8 @@ void forward_impl(const Plan& P, const at::Tensor& q, const at::Tensor& k, const
           }
           l[i] = l[i] * alpha + sum;
           mx[i] = top;
-          if (alpha != T(1)) {
-            T* ai = &acc[i * e];
+          if (alpha != A(1)) {
+            A* ai = &acc[i * e];
             for (int64_t d = 0; d < e; ++d) ai[d] *= alpha;
           }
           if (P.dropout > 0) {
@@ -246,19 +283,19 @@ void forward_impl(const Plan& P, const at::Tensor& q, const at::Tensor& k, const
             for (int64_t w = 0; w < W; ++w) si[w] *= z[w];
           }
         }
-        mm<T>(false, false, B, e, W, tile.s.data(), W, vp, ldv, T(1), acc.data(), e);
+        mm(false, false, B, e, W, narrow<T>(tile.s.data(), tile.p, B * W), W, vp, ldv, A(1), acc.data(), e);
       }
       for (int64_t i = 0; i < B; ++i) {
         if (tile.qn[i] < 0) continue;
         T* dst = O.row(b, h, tile.qn[i]);
-        T* lrow = LSE + (b * P.h + h) * P.n + tile.qn[i];
-        if (l[i] == T(0)) {  // the query sees no key: zero output, lse = lowest
+        A* lrow = LSE + (b * P.h + h) * P.n + tile.qn[i];
+        if (l[i] == A(0)) {  // the query sees no key: zero output, lse = lowest
           std::fill(dst, dst + e, T(0));
-          *lrow = lowest<T>();
+          *lrow = lowest<A>();
           continue;
         }
-        const T inv = T(1) / l[i];
-        for (int64_t d = 0; d < e; ++d) dst[d] = acc[i * e + d] * inv;
+        const A inv = A(1) / l[i];
+        for (int64_t d = 0; d < e; ++d) dst[d] = T(acc[i * e + d] * inv);
         *lrow = mx[i] + std::log(l[i]);
       }
     }
@@ -269,39 +306,43 @@ template <typename T>
 void backward_impl(const Plan& P, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor* bias,
                    const at::Tensor& lse, const at::Tensor& delta, const at::Tensor& dout, at::Tensor& dq,
                    at::Tensor& dk, at::Tensor& dv, at::Tensor* dbias, int64_t chunks, int64_t group) {
-  const View<T> Q(q), K(k), V(v), DO(dout), DQ(dq);
-  const T *LSE = lse.data_ptr<T>(), *DL = delta.data_ptr<T>();
-  T *DK = dk.data_ptr<T>(), *DV = dv.data_ptr<T>();  // (chunks, b, hk, m, e), contiguous
-  T* DB = dbias ? dbias->data_ptr<T>() : nullptr;     // (b, h, n, m), contiguous
+  // Gradients are computed and returned in A (fp32 for bf16 inputs); the caller rounds them.
+  using A = Acc<T>;
+  const View<T> Q(q), K(k), V(v), DO(dout);
+  const View<A> DQ(dq);
+  const A *LSE = lse.data_ptr<A>(), *DL = delta.data_ptr<A>();
+  A *DK = dk.data_ptr<A>(), *DV = dv.data_ptr<A>();  // (chunks, b, hk, m, e), contiguous
+  A* DB = dbias ? dbias->data_ptr<A>() : nullptr;     // (b, h, n, m), contiguous
   const int64_t B = P.B, e = P.e, g = P.h / P.hk, per_chunk = (P.nqt + chunks - 1) / chunks, GB = group * B;
-  const T dead = lowest<T>() / 2, scale = T(P.scale);
+  const A dead = lowest<A>() / 2, scale = A(P.scale);
   std::atomic<int64_t> next{0};
   for_tiles(P.b * P.hk * chunks, next, [&](auto&& claim) {
     Tile<T> tile(P, group);
-    std::vector<T> dO(B * e), dp(B * GB), gq(B * e), gk(GB * e), gv(GB * e), l(B), d(B);
-    std::vector<T> z(P.dropout > 0 ? B * GB : 0), pz(P.dropout > 0 ? B * GB : 0);
+    std::vector<T> dO(B * e), ds(std::is_same_v<T, A> ? 0 : B * GB);  // ds: dS rounded to T for its GEMMs
+    std::vector<A> dp(B * GB), gq(B * e), gk(GB * e), gv(GB * e), l(B), d(B);
+    std::vector<A> z(P.dropout > 0 ? B * GB : 0), pz(P.dropout > 0 ? B * GB : 0);
     for (int64_t task; (task = claim()) >= 0;) {
       const int64_t c = task % chunks, hk = (task / chunks) % P.hk, b = task / (chunks * P.hk);
-      T* dkb = DK + ((c * P.b + b) * P.hk + hk) * P.m * e;
-      T* dvb = DV + ((c * P.b + b) * P.hk + hk) * P.m * e;
+      A* dkb = DK + ((c * P.b + b) * P.hk + hk) * P.m * e;
+      A* dvb = DV + ((c * P.b + b) * P.hk + hk) * P.m * e;
       // This task's slabs are zeroed here, on its own thread, right before it accumulates into them
       // (one zero-fill pass per thread, in cache, instead of a serial at::zeros over cold pages).
-      std::fill(dkb, dkb + P.m * e, T(0));
-      std::fill(dvb, dvb + P.m * e, T(0));
+      std::fill(dkb, dkb + P.m * e, A(0));
+      std::fill(dvb, dvb + P.m * e, A(0));
       for (int64_t h = hk * g; h < (hk + 1) * g; ++h) {
         for (int64_t qt = c * per_chunk; qt < std::min(P.nqt, (c + 1) * per_chunk); ++qt) {
           const int64_t r = P.layout_row(h, qt);
           tile.load_queries(Q, b, h, qt);
           if (P.row_ptr[r] == P.row_ptr[r + 1]) {  // queries that see no key: zero gradient
             for (int64_t i = 0; i < B; ++i)
-              if (tile.qn[i] >= 0) std::fill(DQ.row(b, h, tile.qn[i]), DQ.row(b, h, tile.qn[i]) + e, T(0));
+              if (tile.qn[i] >= 0) std::fill(DQ.row(b, h, tile.qn[i]), DQ.row(b, h, tile.qn[i]) + e, A(0));
             continue;
           }
           for (int64_t i = 0; i < B; ++i) {
             const int64_t qi = tile.qn[i];
             if (qi < 0) {
               std::fill(&dO[i * e], &dO[(i + 1) * e], T(0));
-              l[i] = lowest<T>();
+              l[i] = lowest<A>();
               d[i] = 0;
               continue;
             }
@@ -310,7 +351,7 @@ void backward_impl(const Plan& P, const at::Tensor& q, const at::Tensor& k, cons
             l[i] = LSE[(b * P.h + h) * P.n + qi];
             d[i] = DL[(b * P.h + h) * P.n + qi];
           }
-          std::fill(gq.begin(), gq.end(), T(0));
+          std::fill(gq.begin(), gq.end(), A(0));
           for (int64_t x0 = P.row_ptr[r], x1; x0 < P.row_ptr[r + 1]; x0 = x1) {
             x1 = P.group_end(r, x0, group);
             const T *kp, *vp;
@@ -320,11 +361,11 @@ void backward_impl(const Plan& P, const at::Tensor& q, const at::Tensor& k, cons
             const bool masked = tile.load_mask(b, x0, x1);
             tile.score(kp, ldk, bias, b, h);
             for (int64_t i = 0; i < B; ++i) {  // P = exp(s - lse) where allowed
-              T* si = &tile.s[i * W];
-              const T* ki = &tile.keep[i * W];
-              const T li = l[i];
+              A* si = &tile.s[i * W];
+              const A* ki = &tile.keep[i * W];
+              const A li = l[i];
               if (li <= dead) {
-                std::fill(si, si + W, T(0));
+                std::fill(si, si + W, A(0));
                 continue;
               }
               if (masked) {
@@ -337,7 +378,7 @@ void backward_impl(const Plan& P, const at::Tensor& q, const at::Tensor& k, cons
             }
             // dP = dO V^T; dS = P (dP - D); dQ += dS K; dK += dS^T Q; dV += P^T dO
             // With dropout Z: O = (P Z) V, so dV += (P Z)^T dO and dS = P (Z dP - D).
-            const T* pv = tile.s.data();
+            const A* pv = tile.s.data();
             if (P.dropout > 0) {
               for (int64_t i = 0; i < B; ++i) {
                 tile.dropout_row(b, h, i, &z[i * W]);
@@ -345,13 +386,13 @@ void backward_impl(const Plan& P, const at::Tensor& q, const at::Tensor& k, cons
               }
               pv = pz.data();
             }
-            mm<T>(false, true, B, W, e, dO.data(), e, vp, ldv, T(0), dp.data(), W);
+            mm(false, true, B, W, e, dO.data(), e, vp, ldv, A(0), dp.data(), W);
             for (int64_t i = 0; i < B; ++i) {
-              T* dpi = &dp[i * W];
-              const T* pi = &tile.s[i * W];
-              const T di = d[i];
+              A* dpi = &dp[i * W];
+              const A* pi = &tile.s[i * W];
+              const A di = d[i];
               if (P.dropout > 0) {
-                const T* zi = &z[i * W];
+                const A* zi = &z[i * W];
 #pragma omp simd
                 for (int64_t w = 0; w < W; ++w) dpi[w] = pi[w] * (zi[w] * dpi[w] - di);
               } else {
@@ -362,23 +403,25 @@ void backward_impl(const Plan& P, const at::Tensor& q, const at::Tensor& k, cons
             if (DB) {  // d bias = dS at the natural positions (each visited once per (b, h))
               for (int64_t i = 0; i < B; ++i) {
                 if (tile.qn[i] < 0) continue;
-                T* dbi = DB + ((b * P.h + h) * P.n + tile.qn[i]) * P.m;
-                const T* ki = &tile.keep[i * W];
+                A* dbi = DB + ((b * P.h + h) * P.n + tile.qn[i]) * P.m;
+                const A* ki = &tile.keep[i * W];
                 for (int64_t w = 0; w < W; ++w)
                   if (!masked || ki[w] > 0) dbi[tile.kn[w]] += dp[i * W + w];
               }
             }
-            mm<T>(false, false, B, e, W, dp.data(), W, kp, ldk, T(1), gq.data(), e);
+            const T* dsT = narrow<T>(dp.data(), ds, B * W);
+            const T* pvT = narrow<T>(pv, tile.p, B * W);
+            mm(false, false, B, e, W, dsT, W, kp, ldk, A(1), gq.data(), e);
             if (tile.in_place) {  // consecutive natural rows: accumulate straight into this task's dK, dV
               const int64_t row0 = tile.kn[0];
-              mm<T>(true, false, W, e, B, dp.data(), W, tile.q.data(), e, T(1), dkb + row0 * e, e);
-              mm<T>(true, false, W, e, B, pv, W, dO.data(), e, T(1), dvb + row0 * e, e);
+              mm(true, false, W, e, B, dsT, W, tile.q.data(), e, A(1), dkb + row0 * e, e);
+              mm(true, false, W, e, B, pvT, W, dO.data(), e, A(1), dvb + row0 * e, e);
             } else {
-              mm<T>(true, false, W, e, B, dp.data(), W, tile.q.data(), e, T(0), gk.data(), e);
-              mm<T>(true, false, W, e, B, pv, W, dO.data(), e, T(0), gv.data(), e);
+              mm(true, false, W, e, B, dsT, W, tile.q.data(), e, A(0), gk.data(), e);
+              mm(true, false, W, e, B, pvT, W, dO.data(), e, A(0), gv.data(), e);
               for (int64_t w = 0; w < W; ++w) {
-                T* dkr = dkb + tile.kn[w] * e;
-                T* dvr = dvb + tile.kn[w] * e;
+                A* dkr = dkb + tile.kn[w] * e;
+                A* dvr = dvb + tile.kn[w] * e;
                 for (int64_t dd = 0; dd < e; ++dd) {
                   dkr[dd] += gk[w * e + dd];
                   dvr[dd] += gv[w * e + dd];
@@ -388,7 +431,7 @@ void backward_impl(const Plan& P, const at::Tensor& q, const at::Tensor& k, cons
           }
           for (int64_t i = 0; i < B; ++i) {
             if (tile.qn[i] < 0) continue;
-            T* dst = DQ.row(b, h, tile.qn[i]);
+            A* dst = DQ.row(b, h, tile.qn[i]);
             for (int64_t dd = 0; dd < e; ++dd) dst[dd] = gq[i * e + dd] * scale;
           }
         }
@@ -407,8 +450,9 @@ Plan make_plan(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, co
               "blocksparse: batch, head dim and grouped heads must agree");
   TORCH_CHECK(q.stride(3) == 1 && k.stride(3) == 1 && v.stride(3) == 1, "blocksparse: the head dim must be contiguous");
   TORCH_CHECK(q.scalar_type() == k.scalar_type() && q.scalar_type() == v.scalar_type() &&
-                  (q.scalar_type() == at::kFloat || q.scalar_type() == at::kDouble),
-              "blocksparse: q, k, v of one dtype, float32 or float64");
+                  (q.scalar_type() == at::kFloat || q.scalar_type() == at::kDouble ||
+                   q.scalar_type() == at::kBFloat16),
+              "blocksparse: q, k, v of one dtype, float32, float64 or bfloat16");
   TORCH_CHECK(q_index.scalar_type() == at::kLong && k_index.scalar_type() == at::kLong &&
                   row_ptr.scalar_type() == at::kLong && q_valid.scalar_type() == at::kByte &&
                   cols.scalar_type() == at::kInt && mids.scalar_type() == at::kInt && widths.scalar_type() == at::kInt &&
@@ -432,11 +476,16 @@ Plan make_plan(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, co
               cols.data_ptr<int32_t>(), mids.data_ptr<int32_t>(), widths.data_ptr<int32_t>(), scale, dropout, seed};
 }
 
+// The dtype of the softmax statistics, the bias and the gradients: float for bf16 inputs.
+at::ScalarType acc_type(const at::Tensor& q) {
+  return q.scalar_type() == at::kBFloat16 ? at::kFloat : q.scalar_type();
+}
+
 const at::Tensor* checked_bias(const at::Tensor& bias, const at::Tensor& q, int64_t m) {
   if (bias.numel() == 0) return nullptr;
   TORCH_CHECK(bias.dim() == 4 && bias.size(0) == q.size(0) && bias.size(1) == q.size(1) && bias.size(2) == q.size(2) &&
-                  bias.size(3) == m && bias.scalar_type() == q.scalar_type(),
-              "blocksparse: bias must be expanded to (b, h, n, m) in q's dtype");
+                  bias.size(3) == m && bias.scalar_type() == acc_type(q),
+              "blocksparse: bias must be expanded to (b, h, n, m), float32 for bfloat16 q, else q's dtype");
   return &bias;
 }
 
@@ -453,11 +502,13 @@ std::vector<at::Tensor> blocksparse_forward(const at::Tensor& q, const at::Tenso
   const at::Tensor* bp = checked_bias(bias, q, P.m);
   TORCH_CHECK(group >= 1, "blocksparse: group must be positive");
   at::Tensor out = at::empty({P.b, P.h, P.n, P.e}, q.options());
-  at::Tensor lse = at::empty({P.b, P.h, P.n}, q.options());
+  at::Tensor lse = at::empty({P.b, P.h, P.n}, q.options().dtype(acc_type(q)));
   if (q.scalar_type() == at::kFloat) {
     forward_impl<float>(P, q, k, v, bp, out, lse, group);
-  } else {
+  } else if (q.scalar_type() == at::kDouble) {
     forward_impl<double>(P, q, k, v, bp, out, lse, group);
+  } else {
+    forward_impl<c10::BFloat16>(P, q, k, v, bp, out, lse, group);
   }
   return {out, lse};
 }
@@ -479,21 +530,27 @@ std::vector<at::Tensor> blocksparse_backward(const at::Tensor& q, const at::Tens
   TORCH_CHECK(dout.sizes() == q.sizes() && dout.stride(3) == 1 && dout.scalar_type() == q.scalar_type(),
               "blocksparse: dout must match q");
   TORCH_CHECK(lse.is_contiguous() && delta.is_contiguous() && lse.numel() == P.b * P.h * P.n &&
-                  delta.numel() == lse.numel(),
-              "blocksparse: lse and delta must be contiguous (b, h, n)");
+                  delta.numel() == lse.numel() && lse.scalar_type() == acc_type(q) &&
+                  delta.scalar_type() == acc_type(q),
+              "blocksparse: lse and delta must be contiguous (b, h, n), float32 for bfloat16 q");
   // Fewer (batch, kv head) pairs than twice the threads: split query tiles so every thread has work.
   const int64_t pairs = P.b * P.hk, threads = at::get_num_threads();
   const int64_t chunks = pairs >= 2 * threads ? 1 : std::min<int64_t>(P.nqt, (2 * threads + pairs - 1) / pairs);
   // The kernel writes every row of dq (zeros for queries no plan entry covers) and zeroes each
   // task's dk/dv slab before accumulating into it.
-  at::Tensor dq = at::empty({P.b, P.h, P.n, P.e}, q.options());
-  at::Tensor dk = at::empty({chunks, P.b, P.hk, P.m, P.e}, q.options());
-  at::Tensor dv = at::empty({chunks, P.b, P.hk, P.m, P.e}, q.options());
-  at::Tensor db = bias_grad && bp ? at::zeros({P.b, P.h, P.n, P.m}, q.options()) : at::empty({0}, q.options());
+  // Gradients in the accumulation dtype (float32 for bfloat16 inputs): the caller rounds them.
+  const auto acc = q.options().dtype(acc_type(q));
+  at::Tensor dq = at::empty({P.b, P.h, P.n, P.e}, acc);
+  at::Tensor dk = at::empty({chunks, P.b, P.hk, P.m, P.e}, acc);
+  at::Tensor dv = at::empty({chunks, P.b, P.hk, P.m, P.e}, acc);
+  at::Tensor db = bias_grad && bp ? at::zeros({P.b, P.h, P.n, P.m}, acc) : at::empty({0}, acc);
+  at::Tensor* dbp = db.numel() ? &db : nullptr;
   if (q.scalar_type() == at::kFloat) {
-    backward_impl<float>(P, q, k, v, bp, lse, delta, dout, dq, dk, dv, db.numel() ? &db : nullptr, chunks, group);
+    backward_impl<float>(P, q, k, v, bp, lse, delta, dout, dq, dk, dv, dbp, chunks, group);
+  } else if (q.scalar_type() == at::kDouble) {
+    backward_impl<double>(P, q, k, v, bp, lse, delta, dout, dq, dk, dv, dbp, chunks, group);
   } else {
-    backward_impl<double>(P, q, k, v, bp, lse, delta, dout, dq, dk, dv, db.numel() ? &db : nullptr, chunks, group);
+    backward_impl<c10::BFloat16>(P, q, k, v, bp, lse, delta, dout, dq, dk, dv, dbp, chunks, group);
   }
   if (chunks > 1) return {dq, dk.sum(0), dv.sum(0), db};
   return {dq, dk[0], dv[0], db};

@@ -25,6 +25,11 @@ void sgemm_(const char*, const char*, const int*, const int*, const int*, const 
 void dgemm_(const char*, const char*, const int*, const int*, const int*, const double*, const double*,
             const int*, const double*, const int*, const double*, double*, const int*) __attribute__((weak));
 int mkl_set_num_threads_local_(const int*) __attribute__((weak));
+// MKL's bf16 x bf16 -> fp32 GEMM (CBLAS enums: row major 101, no transpose 111, transpose 112): it
+// runs on AMX tiles or AVX512-BF16 where the CPU has them (measured on the AMX Xeon, one core,
+// 64 x 512 x 64: 177 GFLOP/s against 130-ish for MKL's sgemm at its best).
+void cblas_gemm_bf16bf16f32(int, int, int, int, int, int, float, const uint16_t*, int, const uint16_t*, int, float,
+                            float*, int) __attribute__((weak));
 }
 
 namespace tfamily_native {
@@ -57,6 +62,21 @@ void mm(bool ta, bool tb, int M, int N, int K, const T* A, int lda, const T* B, 
   auto c = at::from_blob(C, {M, N}, {ldc, 1}, opt);
   auto prod = at::mm(ta ? a.t() : a, tb ? b.t() : b);
   if (beta == T(0)) c.copy_(prod); else c.mul_(beta).add_(prod);
+}
+
+// Row-major C[M x N] (fp32) = op(A) op(B) + beta C with bf16 operands, products and sums in fp32.
+inline void mm(bool ta, bool tb, int M, int N, int K, const c10::BFloat16* A, int lda, const c10::BFloat16* B,
+               int ldb, float beta, float* C, int ldc) {
+  if (cblas_gemm_bf16bf16f32)
+    return cblas_gemm_bf16bf16f32(101, ta ? 112 : 111, tb ? 112 : 111, M, N, K, 1.0f,
+                                  reinterpret_cast<const uint16_t*>(A), lda, reinterpret_cast<const uint16_t*>(B), ldb,
+                                  beta, C, ldc);
+  const auto opt = at::TensorOptions().dtype(at::kBFloat16);
+  auto a = at::from_blob(const_cast<c10::BFloat16*>(A), {ta ? K : M, ta ? M : K}, {lda, 1}, opt).to(at::kFloat);
+  auto b = at::from_blob(const_cast<c10::BFloat16*>(B), {tb ? N : K, tb ? K : N}, {ldb, 1}, opt).to(at::kFloat);
+  auto c = at::from_blob(C, {M, N}, {ldc, 1}, at::TensorOptions().dtype(at::kFloat));
+  auto prod = at::mm(ta ? a.t() : a, tb ? b.t() : b);
+  if (beta == 0.0f) c.copy_(prod); else c.mul_(beta).add_(prod);
 }
 
 // exp(min(x, 0)) (allowed scores minus their row maximum are <= 0), vectorisable by the compiler: 2^n exp(r)
