@@ -150,6 +150,25 @@ def test_bf16_tiles_equal_float32_on_the_same_inputs(monkeypatch, name, tiles):
         assert err <= 0.02 * b.abs().max() + 1e-3, f"tensor {i}: {err} against max {b.abs().max()}"
 
 
+@pytest.mark.parametrize("name", ["bigbird", "strided_merged"])  # one softmax group; a union of two
+def test_bf16_tiles_redraw_the_float32_dropout_masks(monkeypatch, name):
+    """Attention dropout in the bf16 kernel: the same seed draws the same masks as in float32 (a
+    hash of positions), so the two agree within bf16 rounding, gradients included."""
+    monkeypatch.setenv("TFAMILY_BF16_TILES", "1")
+    q, k, v = (t.detach().bfloat16() for t in _inputs(23, n=70, m=70, e=16, dtype=torch.float32))
+    runs = []
+    for dtype in (torch.bfloat16, torch.float32):
+        torch.manual_seed(3)
+        runs.append(_run(monkeypatch, True, *(t.to(dtype).requires_grad_() for t in (q, k, v)), PATTERNS[name],
+                         dropout_p=0.3))
+    for i, (a, b) in enumerate(zip(*runs)):
+        err = (a.float() - b).abs().max()
+        assert err <= 0.02 * b.abs().max() + 1e-3, f"tensor {i}: {err} against max {b.abs().max()}"
+    torch.manual_seed(4)  # another seed, other masks: the comparison above can fail
+    other = _run(monkeypatch, True, *(t.float().requires_grad_() for t in (q, k, v)), PATTERNS[name], dropout_p=0.3)
+    assert (other[0] - runs[1][0]).abs().max() > 0.1 * runs[1][0].abs().max()
+
+
 def test_float32_agrees_with_float64_within_rounding(monkeypatch):
     q, k, v = _inputs(4, n=77, m=77)
     exact = _run(monkeypatch, True, q, k, v, PATTERNS["bigbird"])
