@@ -150,6 +150,31 @@ def test_bf16_tiles_equal_float32_on_the_same_inputs(monkeypatch, name, tiles):
         assert err <= 0.02 * b.abs().max() + 1e-3, f"tensor {i}: {err} against max {b.abs().max()}"
 
 
+@pytest.mark.parametrize("threads", [1, 4])
+@pytest.mark.parametrize("name", ["sliding_window", "strided_merged"])
+def test_split_query_tiles_sum_their_key_gradients(monkeypatch, name, threads):
+    """One (batch, kv head) pair and several threads: the backward splits the query tiles into
+    chunks with private dK, dV that are summed (and, for bf16, rounded) at the end; one thread
+    takes the whole pair. Both equal the reference (float64) and the fp32 kernel (bf16)."""
+    saved = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        q, k, v = _inputs(31, b=1, h=2, h_kv=1, n=90, m=90)
+        got = _run(monkeypatch, True, q, k, v, PATTERNS[name])
+        out, _ = ReferenceKernel()(q, k, v, pattern=PATTERNS[name])
+        g = torch.randn(out.shape, dtype=torch.float64, generator=torch.Generator().manual_seed(1))
+        _same(got, [out, *torch.autograd.grad(out, [q, k, v], g)])
+        monkeypatch.setenv("TFAMILY_BF16_TILES", "1")
+        half = [t.detach().bfloat16() for t in (q, k, v)]
+        runs = [_run(monkeypatch, True, *(t.to(dt).requires_grad_() for t in half), PATTERNS[name])
+                for dt in (torch.bfloat16, torch.float32)]
+        for a, b in zip(*runs):
+            assert a.dtype == torch.bfloat16
+            assert (a.float() - b).abs().max() <= 0.02 * b.abs().max() + 1e-3
+    finally:
+        torch.set_num_threads(saved)
+
+
 @pytest.mark.parametrize("name", ["bigbird", "strided_merged"])  # one softmax group; a union of two
 def test_bf16_tiles_redraw_the_float32_dropout_masks(monkeypatch, name):
     """Attention dropout in the bf16 kernel: the same seed draws the same masks as in float32 (a

@@ -169,14 +169,12 @@ class FusedBlockSparse(torch.autograd.Function):
         q, k, v, out, lse = ctx.saved_tensors
         dout = torch.zeros_like(out) if dout is None else _rows(dout.to(q.dtype))
         # d lse = softmax: it enters as a shift of rowsum(dO * O) (the caller merges unions by lse).
-        acc = lse.dtype
-        delta = (dout.to(acc) * out.to(acc)).sum(-1)
-        if dlse is not None:
-            delta = delta - dlse.to(acc)
+        dlse = lse.new_empty(0) if dlse is None else dlse.to(lse.dtype).contiguous()
+        delta = ctx.ops.blocksparse_rowdot(dout, out, dlse)
         bias_grad = ctx.has_bias and ctx.needs_input_grad[3]
-        dq, dk, dv, db = ctx.ops.blocksparse_backward(q, k, v, *ctx.args, lse, delta.contiguous(), dout, bias_grad,
-                                                       ctx.group)
-        return dq.to(q.dtype), dk.to(k.dtype), dv.to(v.dtype), (db if bias_grad else None), None, None, None
+        dq, dk, dv, db = ctx.ops.blocksparse_backward(q, k, v, *ctx.args, lse, delta, dout, bias_grad, ctx.group,
+                                                       True)
+        return dq, dk, dv, (db if bias_grad else None), None, None, None
 
 
 def union_weights(lses: Tensor) -> tuple[Tensor, Tensor]:
@@ -212,11 +210,11 @@ class FusedUnion(torch.autograd.Function):
     def backward(ctx, dout):
         q, k, v, out, lse = ctx.saved_tensors
         dout = _rows(dout.to(q.dtype))
-        delta = (dout.to(out.dtype) * out).sum(-1).contiguous()
+        delta = ctx.ops.blocksparse_rowdot(dout, out, lse.new_empty(0))
         bias_grad = ctx.has_bias and ctx.needs_input_grad[3]
         dq = dk = dv = db = None
-        for args, group in ctx.calls:
-            gq, gk, gv, gb = ctx.ops.blocksparse_backward(q, k, v, *args, lse, delta, dout, bias_grad, group)
+        for args, group in ctx.calls:  # the groups' gradients summed in the accumulation dtype, rounded once
+            gq, gk, gv, gb = ctx.ops.blocksparse_backward(q, k, v, *args, lse, delta, dout, bias_grad, group, False)
             if dq is None:
                 dq, dk, dv, db = gq, gk, gv, gb
             else:

@@ -44,17 +44,21 @@ using Acc = typename AccOf<T>::type;
 // into dst. fp32 -> bf16 rounds to nearest even on the bits, as c10::BFloat16 does, in integer
 // ops the compiler vectorises (c10's converter, with its NaN branch, ran scalar); the values
 // here (probabilities, their gradients) are finite.
+inline void round_bf16(const float* src, c10::BFloat16* dst, int64_t n) {
+  auto* out = reinterpret_cast<uint16_t*>(dst);
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i) {
+    const uint32_t bits = __builtin_bit_cast(uint32_t, src[i]);
+    out[i] = static_cast<uint16_t>((bits + 0x7FFFu + ((bits >> 16) & 1u)) >> 16);
+  }
+}
+
 template <typename T>
 const T* narrow(const Acc<T>* src, std::vector<T>& dst, int64_t n) {
   if constexpr (std::is_same_v<T, Acc<T>>) {
     return src;
   } else {
-    auto* out = reinterpret_cast<uint16_t*>(dst.data());
-#pragma omp simd
-    for (int64_t i = 0; i < n; ++i) {
-      const uint32_t bits = __builtin_bit_cast(uint32_t, src[i]);
-      out[i] = static_cast<uint16_t>((bits + 0x7FFFu + ((bits >> 16) & 1u)) >> 16);
-    }
+    round_bf16(src, dst.data(), n);
     return dst.data();
   }
 }
@@ -302,14 +306,17 @@ void forward_impl(const Plan& P, const at::Tensor& q, const at::Tensor& k, const
   });
 }
 
-template <typename T>
+// G: the dtype of dq and of the returned dK, dV: A, or T for bf16 inputs whose gradients are
+// rounded here (dK, dV accumulate in fp32 slabs; with one chunk each task rounds its own slab into
+// dk_out, dv_out (b, hk, m, e) while it is still warm, otherwise the caller sums the chunks).
+template <typename T, typename G>
 void backward_impl(const Plan& P, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor* bias,
                    const at::Tensor& lse, const at::Tensor& delta, const at::Tensor& dout, at::Tensor& dq,
-                   at::Tensor& dk, at::Tensor& dv, at::Tensor* dbias, int64_t chunks, int64_t group) {
-  // Gradients are computed and returned in A (fp32 for bf16 inputs); the caller rounds them.
+                   at::Tensor& dk, at::Tensor& dv, at::Tensor* dk_out, at::Tensor* dv_out, at::Tensor* dbias,
+                   int64_t chunks, int64_t group) {
   using A = Acc<T>;
   const View<T> Q(q), K(k), V(v), DO(dout);
-  const View<A> DQ(dq);
+  const View<G> DQ(dq);
   const A *LSE = lse.data_ptr<A>(), *DL = delta.data_ptr<A>();
   A *DK = dk.data_ptr<A>(), *DV = dv.data_ptr<A>();  // (chunks, b, hk, m, e), contiguous
   A* DB = dbias ? dbias->data_ptr<A>() : nullptr;     // (b, h, n, m), contiguous
@@ -335,7 +342,7 @@ void backward_impl(const Plan& P, const at::Tensor& q, const at::Tensor& k, cons
           tile.load_queries(Q, b, h, qt);
           if (P.row_ptr[r] == P.row_ptr[r + 1]) {  // queries that see no key: zero gradient
             for (int64_t i = 0; i < B; ++i)
-              if (tile.qn[i] >= 0) std::fill(DQ.row(b, h, tile.qn[i]), DQ.row(b, h, tile.qn[i]) + e, A(0));
+              if (tile.qn[i] >= 0) std::fill(DQ.row(b, h, tile.qn[i]), DQ.row(b, h, tile.qn[i]) + e, G(0));
             continue;
           }
           for (int64_t i = 0; i < B; ++i) {
@@ -431,9 +438,16 @@ void backward_impl(const Plan& P, const at::Tensor& q, const at::Tensor& k, cons
           }
           for (int64_t i = 0; i < B; ++i) {
             if (tile.qn[i] < 0) continue;
-            A* dst = DQ.row(b, h, tile.qn[i]);
-            for (int64_t dd = 0; dd < e; ++dd) dst[dd] = gq[i * e + dd] * scale;
+            G* dst = DQ.row(b, h, tile.qn[i]);
+            for (int64_t dd = 0; dd < e; ++dd) dst[dd] = G(gq[i * e + dd] * scale);
           }
+        }
+      }
+      if constexpr (!std::is_same_v<G, A>) {
+        if (dk_out) {
+          const int64_t at = (b * P.hk + hk) * P.m * e;
+          round_bf16(dkb, dk_out->data_ptr<G>() + at, P.m * e);
+          round_bf16(dvb, dv_out->data_ptr<G>() + at, P.m * e);
         }
       }
     }
@@ -513,7 +527,9 @@ std::vector<at::Tensor> blocksparse_forward(const at::Tensor& q, const at::Tenso
   return {out, lse};
 }
 
-// delta = rowsum(dout * out) - d lse (the caller forms it: the lse is an output too).
+// delta = rowsum(dout * out) - d lse (blocksparse_rowdot; the caller forms it: the lse is an
+// output too). round_grads: for bf16 q, return dq, dk, dv in bf16 (else in fp32, for a caller that
+// sums several groups' gradients first).
 std::vector<at::Tensor> blocksparse_backward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                                              const at::Tensor& q_index, const at::Tensor& q_valid,
                                              const at::Tensor& k_index, const at::Tensor& row_ptr,
@@ -522,7 +538,8 @@ std::vector<at::Tensor> blocksparse_backward(const at::Tensor& q, const at::Tens
                                              const at::Tensor& key_padding, const at::Tensor& bias, int64_t block,
                                              bool per_head, bool q_ident, bool k_ident, double scale, double dropout,
                                              int64_t seed, const at::Tensor& lse, const at::Tensor& delta,
-                                             const at::Tensor& dout, bool bias_grad, int64_t group) {
+                                             const at::Tensor& dout, bool bias_grad, int64_t group,
+                                             bool round_grads) {
   const Plan P = make_plan(q, k, v, q_index, q_valid, k_index, row_ptr, cols, mids, widths, masks, key_padding, block, per_head,
                            q_ident, k_ident, scale, dropout, seed);
   const at::Tensor* bp = checked_bias(bias, q, P.m);
@@ -538,22 +555,81 @@ std::vector<at::Tensor> blocksparse_backward(const at::Tensor& q, const at::Tens
   const int64_t chunks = pairs >= 2 * threads ? 1 : std::min<int64_t>(P.nqt, (2 * threads + pairs - 1) / pairs);
   // The kernel writes every row of dq (zeros for queries no plan entry covers) and zeroes each
   // task's dk/dv slab before accumulating into it.
-  // Gradients in the accumulation dtype (float32 for bfloat16 inputs): the caller rounds them.
+  // dK, dV accumulate in the accumulation dtype (float32 for bfloat16 inputs).
   const auto acc = q.options().dtype(acc_type(q));
-  at::Tensor dq = at::empty({P.b, P.h, P.n, P.e}, acc);
+  const bool rounded = round_grads && q.scalar_type() == at::kBFloat16;
+  at::Tensor dq = at::empty({P.b, P.h, P.n, P.e}, rounded ? q.options() : acc);
   at::Tensor dk = at::empty({chunks, P.b, P.hk, P.m, P.e}, acc);
   at::Tensor dv = at::empty({chunks, P.b, P.hk, P.m, P.e}, acc);
   at::Tensor db = bias_grad && bp ? at::zeros({P.b, P.h, P.n, P.m}, acc) : at::empty({0}, acc);
   at::Tensor* dbp = db.numel() ? &db : nullptr;
   if (q.scalar_type() == at::kFloat) {
-    backward_impl<float>(P, q, k, v, bp, lse, delta, dout, dq, dk, dv, dbp, chunks, group);
+    backward_impl<float, float>(P, q, k, v, bp, lse, delta, dout, dq, dk, dv, nullptr, nullptr, dbp, chunks, group);
   } else if (q.scalar_type() == at::kDouble) {
-    backward_impl<double>(P, q, k, v, bp, lse, delta, dout, dq, dk, dv, dbp, chunks, group);
+    backward_impl<double, double>(P, q, k, v, bp, lse, delta, dout, dq, dk, dv, nullptr, nullptr, dbp, chunks, group);
+  } else if (!rounded) {
+    backward_impl<c10::BFloat16, float>(P, q, k, v, bp, lse, delta, dout, dq, dk, dv, nullptr, nullptr, dbp, chunks,
+                                        group);
   } else {
-    backward_impl<c10::BFloat16>(P, q, k, v, bp, lse, delta, dout, dq, dk, dv, dbp, chunks, group);
+    at::Tensor dk_out, dv_out;  // with one chunk the tasks round their own slabs into these
+    if (chunks == 1) {
+      dk_out = at::empty({P.b, P.hk, P.m, P.e}, q.options());
+      dv_out = at::empty({P.b, P.hk, P.m, P.e}, q.options());
+    }
+    backward_impl<c10::BFloat16, c10::BFloat16>(P, q, k, v, bp, lse, delta, dout, dq, dk, dv,
+                                                chunks == 1 ? &dk_out : nullptr, chunks == 1 ? &dv_out : nullptr,
+                                                dbp, chunks, group);
+    if (chunks == 1) return {dq, dk_out, dv_out, db};
+    return {dq, dk.sum(0).to(at::kBFloat16), dv.sum(0).to(at::kBFloat16), db};
   }
   if (chunks > 1) return {dq, dk.sum(0), dv.sum(0), db};
   return {dq, dk[0], dv[0], db};
+}
+
+// rowsum(a * b) - c over the last dim of two (b, h, n, e) tensors (last dim contiguous; a and b in
+// their own dtypes, bf16 and fp32 mixed as a union's backward has them), c (b, h, n) or empty:
+// FlashAttention-2's D = rowsum(dO * O) - d lse, in the accumulation dtype, without the full-size
+// temporaries that (dO * O).sum(-1) makes.
+template <typename X, typename Y, typename R>
+void rowdot_impl(const at::Tensor& a, const at::Tensor& b, const at::Tensor& c, at::Tensor& out) {
+  const View<X> Av(a);
+  const View<Y> Bv(b);
+  const int64_t H = a.size(1), n = a.size(2), e = a.size(3);
+  const R* cp = c.numel() ? c.data_ptr<R>() : nullptr;
+  R* op = out.data_ptr<R>();
+  at::parallel_for(0, a.size(0) * H * n, 2048, [&](int64_t lo, int64_t hi) {
+    for (int64_t r = lo; r < hi; ++r) {
+      const int64_t i = r % n, h = (r / n) % H, bb = r / (n * H);
+      const X* x = Av.row(bb, h, i);
+      const Y* y = Bv.row(bb, h, i);
+      R sum = 0;
+#pragma omp simd reduction(+ : sum)
+      for (int64_t d = 0; d < e; ++d) sum += R(x[d]) * R(y[d]);
+      op[r] = cp ? sum - cp[r] : sum;
+    }
+  });
+}
+
+at::Tensor blocksparse_rowdot(const at::Tensor& a, const at::Tensor& b, const at::Tensor& c) {
+  TORCH_CHECK(a.dim() == 4 && a.sizes() == b.sizes() && a.stride(3) == 1 && b.stride(3) == 1,
+              "blocksparse_rowdot: a and b must be (b, h, n, e) with a contiguous last dim");
+  const auto ta = a.scalar_type(), tb = b.scalar_type();
+  const at::ScalarType r = ta == at::kDouble ? at::kDouble : at::kFloat;
+  TORCH_CHECK(c.numel() == 0 || (c.is_contiguous() && c.numel() == a.numel() / a.size(3) && c.scalar_type() == r),
+              "blocksparse_rowdot: c must be empty or contiguous (b, h, n) in the result's dtype");
+  at::Tensor out = at::empty({a.size(0), a.size(1), a.size(2)}, a.options().dtype(r));
+  if (ta == at::kDouble && tb == at::kDouble) {
+    rowdot_impl<double, double, double>(a, b, c, out);
+  } else if (ta == at::kFloat && tb == at::kFloat) {
+    rowdot_impl<float, float, float>(a, b, c, out);
+  } else if (ta == at::kBFloat16 && tb == at::kBFloat16) {
+    rowdot_impl<c10::BFloat16, c10::BFloat16, float>(a, b, c, out);
+  } else if (ta == at::kBFloat16 && tb == at::kFloat) {
+    rowdot_impl<c10::BFloat16, float, float>(a, b, c, out);
+  } else {
+    TORCH_CHECK(false, "blocksparse_rowdot: unsupported dtypes ", ta, " and ", tb);
+  }
+  return out;
 }
 
 }  // namespace
@@ -565,10 +641,12 @@ TORCH_LIBRARY_FRAGMENT(tfamily_native, m) {
   m.def("blocksparse_backward(Tensor q, Tensor k, Tensor v, Tensor q_index, Tensor q_valid, Tensor k_index, "
         "Tensor row_ptr, Tensor cols, Tensor mids, Tensor widths, Tensor masks, Tensor key_padding, Tensor bias, int block, "
         "bool per_head, bool q_ident, bool k_ident, float scale, float dropout, int seed, Tensor lse, "
-        "Tensor delta, Tensor dout, bool bias_grad, int group) -> Tensor[]");
+        "Tensor delta, Tensor dout, bool bias_grad, int group, bool round_grads) -> Tensor[]");
+  m.def("blocksparse_rowdot(Tensor a, Tensor b, Tensor c) -> Tensor");
 }
 
 TORCH_LIBRARY_IMPL(tfamily_native, CPU, m) {
   m.impl("blocksparse_forward", &blocksparse_forward);
   m.impl("blocksparse_backward", &blocksparse_backward);
+  m.impl("blocksparse_rowdot", &blocksparse_rowdot);
 }
