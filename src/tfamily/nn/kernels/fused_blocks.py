@@ -9,9 +9,10 @@ It serves CPU tensors in float32, float64, bfloat16 and float16. bfloat16 runs i
 where the CPU multiplies bf16 natively (AVX512-BF16 or AMX: ``bf16_tiles``): q, k, v are read
 in bf16 and every tile GEMM is MKL's bf16 x bf16 -> fp32 one, with scores, softmax statistics,
 the output before rounding and all gradients in fp32 (the scheme of SDPA's own bf16 CPU
-kernel). Elsewhere, and for float16, the inputs are computed in float32. Attention dropout draws its masks
-from a hash of (seed, batch, head, query, key), the seed from torch's generator, so the masks
-differ from the SDPA path's but follow the same law and the backward redraws them exactly.
+kernel). Elsewhere, and for float16, the inputs are computed in float32. Attention dropout
+draws its masks from a hash of (seed, batch, head, query, key), the seed from torch's
+generator, so the masks differ from the SDPA path's but follow the same law and the backward
+redraws them exactly.
 """
 from __future__ import annotations
 
