@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The long convergence runs of issues 14 and 16 on one GPU, all at once: every model of
-# `repro reverse-dictionary`, three runs of `repro al-rfou-aux` and the Transformer and UT of
+# `repro reverse-dictionary`, three runs of `repro al-rfou-aux` and the Transformer, UT and UT + ACT of
 # `repro ut-algorithmic` on each task, each in its own process with one CPU thread, each for the same
 # TIME seconds of training (default 330) while they share the GPU.
 # Usage: scripts/long_runs_gpu.sh OUT_DIR [DEVICE]   ($TFAMILY_DATA must name the data directory;
@@ -35,7 +35,7 @@ for r in all none no_intermediate; do
   launch "alrfou_$r" al-rfou-aux --runs $r --time "$T" $ar --out "$out/alrfou/$r"
 done
 for t in copy reverse addition; do
-  for m in transformer ut; do
+  for m in transformer ut ut_act; do
     launch "utalg_${t}_$m" ut-algorithmic --tasks $t --models $m --time "$T" --steps 10000000 $ua \
       --out "$out/utalg/${t}_$m"
   done
