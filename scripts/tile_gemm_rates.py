@@ -25,6 +25,10 @@ ROW, NO, YES = 101, 111, 112
 
 def _lib():
     lib = ctypes.CDLL(str(Path(torch.__file__).parent / "lib" / "libtorch_cpu.so"))
+    missing = [f for f in ("sgemm_", "cblas_gemm_bf16bf16f32", "mkl_set_num_threads_local") if not hasattr(lib, f)]
+    if missing:
+        raise SystemExit(f"tile_gemm_rates: this torch build carries no MKL ({', '.join(missing)} missing); "
+                         "the kernel then uses at::mm, which this script does not time")
     one = ctypes.c_int(1)
     lib.mkl_set_num_threads_local(ctypes.byref(one))
     lib.cblas_gemm_bf16bf16f32.argtypes = [ctypes.c_int] * 6 + [ctypes.c_float, ctypes.c_void_p, ctypes.c_int,
