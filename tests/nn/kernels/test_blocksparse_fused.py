@@ -31,7 +31,8 @@ def _run(monkeypatch, compiled, q, k, v, pattern, block=BLOCK, seed=0, **kw):
     """Output and gradients (q, k, v, and the bias when given) of one call on the chosen path."""
     monkeypatch.setenv("TFAMILY_NATIVE", "1" if compiled else "0")
     calls = []
-    for node in (fused_blocks.FusedBlockSparse, fused_blocks.FusedUnion):  # one group / a union of groups
+    # one group / a union of groups / per-head groups writing one output
+    for node in (fused_blocks.FusedBlockSparse, fused_blocks.FusedUnion, fused_blocks.FusedHeadGroups):
         monkeypatch.setattr(node, "apply", lambda *a, real=node.apply: calls.append(1) or real(*a))
     out, _ = BlockSparseKernel(block)(q, k, v, pattern=pattern, **kw)
     assert bool(calls) == compiled, "the call did not take the path under test"
@@ -132,7 +133,7 @@ def test_bf16_tiles_equal_float32_on_the_same_inputs(monkeypatch, name, tiles):
     bf16-rounded inputs up to rounding P and dS to bf16 for their GEMMs and the results to bf16."""
     monkeypatch.setenv("TFAMILY_BF16_TILES", tiles)
     seen = []
-    for node in (fused_blocks.FusedBlockSparse, fused_blocks.FusedUnion):
+    for node in (fused_blocks.FusedBlockSparse, fused_blocks.FusedUnion, fused_blocks.FusedHeadGroups):
         monkeypatch.setattr(node, "apply", lambda *a, real=node.apply: seen.append(a[0].dtype) or real(*a))
     q, k, v = (t.detach().bfloat16() for t in _inputs(21, n=70, m=70, e=16, dtype=torch.float32))
     gen = torch.Generator().manual_seed(5)
@@ -167,6 +168,37 @@ def test_split_query_tiles_sum_their_key_gradients(monkeypatch, name, threads):
         monkeypatch.setenv("TFAMILY_BF16_TILES", "1")
         half = [t.detach().bfloat16() for t in (q, k, v)]
         runs = [_run(monkeypatch, True, *(t.to(dt).requires_grad_() for t in half), PATTERNS[name])
+                for dt in (torch.bfloat16, torch.float32)]
+        for a, b in zip(*runs):
+            assert a.dtype == torch.bfloat16
+            assert (a.float() - b).abs().max() <= 0.02 * b.abs().max() + 1e-3
+    finally:
+        torch.set_num_threads(saved)
+
+
+@pytest.mark.parametrize("threads", [1, 4])
+@pytest.mark.parametrize("name", ["strided_heads", "fixed_heads"])
+def test_per_head_groups_write_one_output_and_gradient(monkeypatch, name, threads):
+    """Per-head patterns with a kv head per query head run as one node (FusedHeadGroups): each
+    group's kernel writes its heads (i, i + n, ...) of one output and of one dq, dk, dv through
+    strided views, accumulating dK/dV straight into them (one chunk: 1 thread) or copying the
+    summed chunks in (4 threads), with key padding. Equal to the PyTorch path and the reference in
+    float64, and within rounding of float32 in bf16."""
+    saved = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        seen = []
+        real = fused_blocks.FusedHeadGroups.apply
+        monkeypatch.setattr(fused_blocks.FusedHeadGroups, "apply", lambda *a: seen.append(1) or real(*a))
+        q, k, v = _inputs(41, b=2, h=4, h_kv=4, n=75, m=75)
+        pad = torch.ones(2, 75, dtype=torch.bool)
+        pad[1, 10:30] = False
+        got = _run(monkeypatch, True, q, k, v, PATTERNS[name], key_padding=pad)
+        assert seen, "the per-head node did not run"
+        _same(got, _run(monkeypatch, False, q, k, v, PATTERNS[name], key_padding=pad))
+        monkeypatch.setenv("TFAMILY_BF16_TILES", "1")
+        half = [t.detach().bfloat16() for t in (q, k, v)]
+        runs = [_run(monkeypatch, True, *(t.to(dt).requires_grad_() for t in half), PATTERNS[name], key_padding=pad)
                 for dt in (torch.bfloat16, torch.float32)]
         for a, b in zip(*runs):
             assert a.dtype == torch.bfloat16

@@ -147,8 +147,15 @@ def _interleaved_heads(q, k, v, pattern: PerHead, bias, fn, ctx: dict) -> Tensor
         bs = bias.unflatten(1, (h // n, n)).unbind(2)
     else:
         bs = (bias,) * n
+    ops = fused_blocks.usable(q)
+    groups = [split(p) for p in pattern.patterns]
+    if ops is not None and g == 1 and bias is None and all(len(gr) == 1 for gr in groups):
+        # One node: each group's kernel writes its heads of one output and gradient in place.
+        plans = [group_plan(qs[i], ks[i], *groups[i][0], tuple(range(i, h, n)), ctx, ops) for i in range(n)]
+        return fused_blocks.attend_head_groups(ops, q, k, v, plans, ctx["key_padding"], ctx["scale"],
+                                               ctx["dropout_p"])
     # The compiled kernel reads the strided head views in place; SDPA's tiles want dense copies.
-    dense = (lambda t: t) if fused_blocks.usable(q) is not None else (lambda t: t.contiguous())  # noqa: E731
+    dense = (lambda t: t) if ops is not None else (lambda t: t.contiguous())  # noqa: E731
     outs = [fn(dense(qs[i]), dense(ks[i]), dense(vs[i]), pattern.patterns[i],
                tuple(range(i, h, n)), bs[i], ctx) for i in range(n)]
     return torch.stack(outs, 2).flatten(1, 2)

@@ -307,8 +307,10 @@ void forward_impl(const Plan& P, const at::Tensor& q, const at::Tensor& k, const
 }
 
 // G: the dtype of dq and of the returned dK, dV: A, or T for bf16 inputs whose gradients are
-// rounded here (dK, dV accumulate in fp32 slabs; with one chunk each task rounds its own slab into
-// dk_out, dv_out (b, hk, m, e) while it is still warm, otherwise the caller sums the chunks).
+// rounded here. dk_out, dv_out (b, hk, m, e, any batch/head/row strides), given only with one
+// chunk: with G == A each task accumulates straight into its rows of them; with bf16 it
+// accumulates in its fp32 slab and rounds that into them while it is still warm. Without them
+// (or with several chunks) the slabs are returned and the caller sums the chunks.
 template <typename T, typename G>
 void backward_impl(const Plan& P, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor* bias,
                    const at::Tensor& lse, const at::Tensor& delta, const at::Tensor& dout, at::Tensor& dq,
@@ -332,10 +334,21 @@ void backward_impl(const Plan& P, const at::Tensor& q, const at::Tensor& k, cons
       const int64_t c = task % chunks, hk = (task / chunks) % P.hk, b = task / (chunks * P.hk);
       A* dkb = DK + ((c * P.b + b) * P.hk + hk) * P.m * e;
       A* dvb = DV + ((c * P.b + b) * P.hk + hk) * P.m * e;
+      int64_t lk = e, lv = e;  // row strides of dkb, dvb
+      if constexpr (std::is_same_v<G, A>) {
+        if (dk_out) {
+          dkb = dk_out->data_ptr<A>() + b * dk_out->stride(0) + hk * dk_out->stride(1);
+          dvb = dv_out->data_ptr<A>() + b * dv_out->stride(0) + hk * dv_out->stride(1);
+          lk = dk_out->stride(2);
+          lv = dv_out->stride(2);
+        }
+      }
       // This task's slabs are zeroed here, on its own thread, right before it accumulates into them
       // (one zero-fill pass per thread, in cache, instead of a serial at::zeros over cold pages).
-      std::fill(dkb, dkb + P.m * e, A(0));
-      std::fill(dvb, dvb + P.m * e, A(0));
+      for (int64_t r = 0; r < P.m; ++r) {
+        std::fill(dkb + r * lk, dkb + r * lk + e, A(0));
+        std::fill(dvb + r * lv, dvb + r * lv + e, A(0));
+      }
       for (int64_t h = hk * g; h < (hk + 1) * g; ++h) {
         for (int64_t qt = c * per_chunk; qt < std::min(P.nqt, (c + 1) * per_chunk); ++qt) {
           const int64_t r = P.layout_row(h, qt);
@@ -421,14 +434,14 @@ void backward_impl(const Plan& P, const at::Tensor& q, const at::Tensor& k, cons
             mm(false, false, B, e, W, dsT, W, kp, ldk, A(1), gq.data(), e);
             if (tile.in_place) {  // consecutive natural rows: accumulate straight into this task's dK, dV
               const int64_t row0 = tile.kn[0];
-              mm(true, false, W, e, B, dsT, W, tile.q.data(), e, A(1), dkb + row0 * e, e);
-              mm(true, false, W, e, B, pvT, W, dO.data(), e, A(1), dvb + row0 * e, e);
+              mm(true, false, W, e, B, dsT, W, tile.q.data(), e, A(1), dkb + row0 * lk, lk);
+              mm(true, false, W, e, B, pvT, W, dO.data(), e, A(1), dvb + row0 * lv, lv);
             } else {
               mm(true, false, W, e, B, dsT, W, tile.q.data(), e, A(0), gk.data(), e);
               mm(true, false, W, e, B, pvT, W, dO.data(), e, A(0), gv.data(), e);
               for (int64_t w = 0; w < W; ++w) {
-                A* dkr = dkb + tile.kn[w] * e;
-                A* dvr = dvb + tile.kn[w] * e;
+                A* dkr = dkb + tile.kn[w] * lk;
+                A* dvr = dvb + tile.kn[w] * lv;
                 for (int64_t dd = 0; dd < e; ++dd) {
                   dkr[dd] += gk[w * e + dd];
                   dvr[dd] += gv[w * e + dd];
@@ -445,9 +458,11 @@ void backward_impl(const Plan& P, const at::Tensor& q, const at::Tensor& k, cons
       }
       if constexpr (!std::is_same_v<G, A>) {
         if (dk_out) {
-          const int64_t at = (b * P.hk + hk) * P.m * e;
-          round_bf16(dkb, dk_out->data_ptr<G>() + at, P.m * e);
-          round_bf16(dvb, dv_out->data_ptr<G>() + at, P.m * e);
+          const View<G> DKO(*dk_out), DVO(*dv_out);
+          for (int64_t r = 0; r < P.m; ++r) {
+            round_bf16(dkb + r * e, DKO.row(b, hk, r), e);
+            round_bf16(dvb + r * e, DVO.row(b, hk, r), e);
+          }
         }
       }
     }
@@ -510,12 +525,15 @@ std::vector<at::Tensor> blocksparse_forward(const at::Tensor& q, const at::Tenso
                                             const at::Tensor& masks,
                                             const at::Tensor& key_padding, const at::Tensor& bias, int64_t block,
                                             bool per_head, bool q_ident, bool k_ident, double scale, double dropout,
-                                            int64_t seed, int64_t group) {
+                                            int64_t seed, int64_t group, const at::Tensor& out_buf) {
   const Plan P = make_plan(q, k, v, q_index, q_valid, k_index, row_ptr, cols, mids, widths, masks, key_padding, block, per_head,
                            q_ident, k_ident, scale, dropout, seed);
   const at::Tensor* bp = checked_bias(bias, q, P.m);
   TORCH_CHECK(group >= 1, "blocksparse: group must be positive");
-  at::Tensor out = at::empty({P.b, P.h, P.n, P.e}, q.options());
+  // out_buf: write into the caller's (b, h, n, e) view (e.g. one head group of a larger output)
+  at::Tensor out = out_buf.numel() ? out_buf : at::empty({P.b, P.h, P.n, P.e}, q.options());
+  TORCH_CHECK(out.sizes() == q.sizes() && out.stride(3) == 1 && out.scalar_type() == q.scalar_type(),
+              "blocksparse: out_buf must be (b, h, n, e) in q's dtype with a contiguous last dim");
   at::Tensor lse = at::empty({P.b, P.h, P.n}, q.options().dtype(acc_type(q)));
   if (q.scalar_type() == at::kFloat) {
     forward_impl<float>(P, q, k, v, bp, out, lse, group);
@@ -539,7 +557,8 @@ std::vector<at::Tensor> blocksparse_backward(const at::Tensor& q, const at::Tens
                                              bool per_head, bool q_ident, bool k_ident, double scale, double dropout,
                                              int64_t seed, const at::Tensor& lse, const at::Tensor& delta,
                                              const at::Tensor& dout, bool bias_grad, int64_t group,
-                                             bool round_grads) {
+                                             bool round_grads, const at::Tensor& dq_buf, const at::Tensor& dk_buf,
+                                             const at::Tensor& dv_buf) {
   const Plan P = make_plan(q, k, v, q_index, q_valid, k_index, row_ptr, cols, mids, widths, masks, key_padding, block, per_head,
                            q_ident, k_ident, scale, dropout, seed);
   const at::Tensor* bp = checked_bias(bias, q, P.m);
@@ -558,21 +577,32 @@ std::vector<at::Tensor> blocksparse_backward(const at::Tensor& q, const at::Tens
   // dK, dV accumulate in the accumulation dtype (float32 for bfloat16 inputs).
   const auto acc = q.options().dtype(acc_type(q));
   const bool rounded = round_grads && q.scalar_type() == at::kBFloat16;
-  at::Tensor dq = at::empty({P.b, P.h, P.n, P.e}, rounded ? q.options() : acc);
+  // dq_buf, dk_buf, dv_buf: the caller's (b, h | hk, n | m, e) views to write the gradients into
+  // (one head group of larger ones), in q's dtype; with round_grads only.
+  const bool bufs = dq_buf.numel() > 0;
+  TORCH_CHECK(!bufs || (round_grads && dq_buf.sizes() == q.sizes() && dk_buf.sizes() == k.sizes() &&
+                        dv_buf.sizes() == v.sizes() && dq_buf.stride(3) == 1 && dk_buf.stride(3) == 1 &&
+                        dv_buf.stride(3) == 1 && dq_buf.scalar_type() == q.scalar_type() &&
+                        dk_buf.scalar_type() == q.scalar_type() && dv_buf.scalar_type() == q.scalar_type()),
+              "blocksparse: dq_buf, dk_buf, dv_buf must match q, k, v (contiguous last dim) and need round_grads");
+  at::Tensor dq = bufs ? dq_buf : at::empty({P.b, P.h, P.n, P.e}, rounded ? q.options() : acc);
   at::Tensor dk = at::empty({chunks, P.b, P.hk, P.m, P.e}, acc);
   at::Tensor dv = at::empty({chunks, P.b, P.hk, P.m, P.e}, acc);
   at::Tensor db = bias_grad && bp ? at::zeros({P.b, P.h, P.n, P.m}, acc) : at::empty({0}, acc);
   at::Tensor* dbp = db.numel() ? &db : nullptr;
+  at::Tensor dk_direct = dk_buf, dv_direct = dv_buf;  // named: backward_impl takes pointers
+  at::Tensor* dko = bufs && chunks == 1 ? &dk_direct : nullptr;
+  at::Tensor* dvo = bufs && chunks == 1 ? &dv_direct : nullptr;
   if (q.scalar_type() == at::kFloat) {
-    backward_impl<float, float>(P, q, k, v, bp, lse, delta, dout, dq, dk, dv, nullptr, nullptr, dbp, chunks, group);
+    backward_impl<float, float>(P, q, k, v, bp, lse, delta, dout, dq, dk, dv, dko, dvo, dbp, chunks, group);
   } else if (q.scalar_type() == at::kDouble) {
-    backward_impl<double, double>(P, q, k, v, bp, lse, delta, dout, dq, dk, dv, nullptr, nullptr, dbp, chunks, group);
+    backward_impl<double, double>(P, q, k, v, bp, lse, delta, dout, dq, dk, dv, dko, dvo, dbp, chunks, group);
   } else if (!rounded) {
     backward_impl<c10::BFloat16, float>(P, q, k, v, bp, lse, delta, dout, dq, dk, dv, nullptr, nullptr, dbp, chunks,
                                         group);
   } else {
-    at::Tensor dk_out, dv_out;  // with one chunk the tasks round their own slabs into these
-    if (chunks == 1) {
+    at::Tensor dk_out = dk_buf, dv_out = dv_buf;  // with one chunk the tasks round their own slabs into these
+    if (chunks == 1 && !bufs) {
       dk_out = at::empty({P.b, P.hk, P.m, P.e}, q.options());
       dv_out = at::empty({P.b, P.hk, P.m, P.e}, q.options());
     }
@@ -580,7 +610,19 @@ std::vector<at::Tensor> blocksparse_backward(const at::Tensor& q, const at::Tens
                                                 chunks == 1 ? &dk_out : nullptr, chunks == 1 ? &dv_out : nullptr,
                                                 dbp, chunks, group);
     if (chunks == 1) return {dq, dk_out, dv_out, db};
+    if (bufs) {
+      dk_buf.copy_(dk.sum(0));
+      dv_buf.copy_(dv.sum(0));
+      return {dq, dk_buf, dv_buf, db};
+    }
     return {dq, dk.sum(0).to(at::kBFloat16), dv.sum(0).to(at::kBFloat16), db};
+  }
+  if (bufs) {
+    if (chunks > 1) {
+      dk_buf.copy_(dk.sum(0));
+      dv_buf.copy_(dv.sum(0));
+    }
+    return {dq, dk_buf, dv_buf, db};
   }
   if (chunks > 1) return {dq, dk.sum(0), dv.sum(0), db};
   return {dq, dk[0], dv[0], db};
@@ -637,11 +679,12 @@ at::Tensor blocksparse_rowdot(const at::Tensor& a, const at::Tensor& b, const at
 TORCH_LIBRARY_FRAGMENT(tfamily_native, m) {
   m.def("blocksparse_forward(Tensor q, Tensor k, Tensor v, Tensor q_index, Tensor q_valid, Tensor k_index, "
         "Tensor row_ptr, Tensor cols, Tensor mids, Tensor widths, Tensor masks, Tensor key_padding, Tensor bias, int block, "
-        "bool per_head, bool q_ident, bool k_ident, float scale, float dropout, int seed, int group) -> Tensor[]");
+        "bool per_head, bool q_ident, bool k_ident, float scale, float dropout, int seed, int group, Tensor out_buf) -> Tensor[]");
   m.def("blocksparse_backward(Tensor q, Tensor k, Tensor v, Tensor q_index, Tensor q_valid, Tensor k_index, "
         "Tensor row_ptr, Tensor cols, Tensor mids, Tensor widths, Tensor masks, Tensor key_padding, Tensor bias, int block, "
         "bool per_head, bool q_ident, bool k_ident, float scale, float dropout, int seed, Tensor lse, "
-        "Tensor delta, Tensor dout, bool bias_grad, int group, bool round_grads) -> Tensor[]");
+        "Tensor delta, Tensor dout, bool bias_grad, int group, bool round_grads, Tensor dq_buf, Tensor dk_buf, "
+        "Tensor dv_buf) -> Tensor[]");
   m.def("blocksparse_rowdot(Tensor a, Tensor b, Tensor c) -> Tensor");
 }
 
