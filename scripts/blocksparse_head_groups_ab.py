@@ -2,7 +2,7 @@
 an earlier commit, alternated in one process: fwd+bwd ms at 16K, b 1, h 8, d_head 64, 2 threads,
 4 rounds each, gradients cleared between calls.
 
-    git show 0e5f0a3:src/tfamily/nn/kernels/blocksparse.py > /tmp/old_bs.py
+    git show 530e348:src/tfamily/nn/kernels/blocksparse.py > /tmp/old_bs.py
     python scripts/blocksparse_head_groups_ab.py strided_heads,fixed_heads [/tmp/old_bs.py]
 
 The old route is that commit's ``_interleaved_heads``, run against today's kernels.
