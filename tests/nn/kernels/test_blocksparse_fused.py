@@ -151,6 +151,18 @@ def test_bf16_tiles_equal_float32_on_the_same_inputs(monkeypatch, name, tiles):
         assert err <= 0.02 * b.abs().max() + 1e-3, f"tensor {i}: {err} against max {b.abs().max()}"
 
 
+def _bf16_tiles_match_float32(monkeypatch, q, k, v, pattern, **kw):
+    """The bf16 kernel on q, k, v rounded to bf16 against the fp32 kernel on the same values:
+    outputs and gradients in bf16, within 2% of the largest value."""
+    monkeypatch.setenv("TFAMILY_BF16_TILES", "1")
+    half = [t.detach().bfloat16() for t in (q, k, v)]
+    runs = [_run(monkeypatch, True, *(t.to(dt).requires_grad_() for t in half), pattern, **kw)
+            for dt in (torch.bfloat16, torch.float32)]
+    for a, b in zip(*runs):
+        assert a.dtype == torch.bfloat16
+        assert (a.float() - b).abs().max() <= 0.02 * b.abs().max() + 1e-3
+
+
 @pytest.mark.parametrize("threads", [1, 4])
 @pytest.mark.parametrize("name", ["sliding_window", "strided_merged"])
 def test_split_query_tiles_sum_their_key_gradients(monkeypatch, name, threads):
@@ -165,13 +177,7 @@ def test_split_query_tiles_sum_their_key_gradients(monkeypatch, name, threads):
         out, _ = ReferenceKernel()(q, k, v, pattern=PATTERNS[name])
         g = torch.randn(out.shape, dtype=torch.float64, generator=torch.Generator().manual_seed(1))
         _same(got, [out, *torch.autograd.grad(out, [q, k, v], g)])
-        monkeypatch.setenv("TFAMILY_BF16_TILES", "1")
-        half = [t.detach().bfloat16() for t in (q, k, v)]
-        runs = [_run(monkeypatch, True, *(t.to(dt).requires_grad_() for t in half), PATTERNS[name])
-                for dt in (torch.bfloat16, torch.float32)]
-        for a, b in zip(*runs):
-            assert a.dtype == torch.bfloat16
-            assert (a.float() - b).abs().max() <= 0.02 * b.abs().max() + 1e-3
+        _bf16_tiles_match_float32(monkeypatch, q, k, v, PATTERNS[name])
     finally:
         torch.set_num_threads(saved)
 
@@ -196,13 +202,7 @@ def test_per_head_groups_write_one_output_and_gradient(monkeypatch, name, thread
         got = _run(monkeypatch, True, q, k, v, PATTERNS[name], key_padding=pad)
         assert seen, "the per-head node did not run"
         _same(got, _run(monkeypatch, False, q, k, v, PATTERNS[name], key_padding=pad))
-        monkeypatch.setenv("TFAMILY_BF16_TILES", "1")
-        half = [t.detach().bfloat16() for t in (q, k, v)]
-        runs = [_run(monkeypatch, True, *(t.to(dt).requires_grad_() for t in half), PATTERNS[name], key_padding=pad)
-                for dt in (torch.bfloat16, torch.float32)]
-        for a, b in zip(*runs):
-            assert a.dtype == torch.bfloat16
-            assert (a.float() - b).abs().max() <= 0.02 * b.abs().max() + 1e-3
+        _bf16_tiles_match_float32(monkeypatch, q, k, v, PATTERNS[name], key_padding=pad)
     finally:
         torch.set_num_threads(saved)
 
