@@ -41,9 +41,9 @@ template <typename T>
 using Acc = typename AccOf<T>::type;
 
 // src (n values in Acc<T>) as a GEMM operand in T: src itself when the types agree, else rounded
-// into dst. fp32 -> bf16 rounds to nearest even on the bits, as c10::BFloat16 does, in integer
-// ops the compiler vectorises (c10's converter, with its NaN branch, ran scalar); the values
-// here (probabilities, their gradients) are finite.
+// into dst. fp32 -> bf16 rounds to nearest even on the bits, as c10::BFloat16 does, but without
+// its NaN branch, so the loop is branch-free integer ops; the values here (probabilities, their
+// gradients, accumulated dK/dV) are finite.
 inline void round_bf16(const float* src, c10::BFloat16* dst, int64_t n) {
   auto* out = reinterpret_cast<uint16_t*>(dst);
 #pragma omp simd
@@ -332,17 +332,14 @@ void backward_impl(const Plan& P, const at::Tensor& q, const at::Tensor& k, cons
     std::vector<A> z(P.dropout > 0 ? B * GB : 0), pz(P.dropout > 0 ? B * GB : 0);
     for (int64_t task; (task = claim()) >= 0;) {
       const int64_t c = task % chunks, hk = (task / chunks) % P.hk, b = task / (chunks * P.hk);
-      A* dkb = DK + ((c * P.b + b) * P.hk + hk) * P.m * e;
-      A* dvb = DV + ((c * P.b + b) * P.hk + hk) * P.m * e;
-      int64_t lk = e, lv = e;  // row strides of dkb, dvb
-      if constexpr (std::is_same_v<G, A>) {
-        if (dk_out) {
-          dkb = dk_out->data_ptr<A>() + b * dk_out->stride(0) + hk * dk_out->stride(1);
-          dvb = dv_out->data_ptr<A>() + b * dv_out->stride(0) + hk * dv_out->stride(1);
-          lk = dk_out->stride(2);
-          lv = dv_out->stride(2);
-        }
-      }
+      // This task's dK, dV rows: the caller's views when it accumulates straight into them (row
+      // strides lk, lv), else its own slab of DK, DV.
+      const bool direct = std::is_same_v<G, A> && dk_out != nullptr;
+      A* dkb = direct ? dk_out->data_ptr<A>() + b * dk_out->stride(0) + hk * dk_out->stride(1)
+                      : DK + ((c * P.b + b) * P.hk + hk) * P.m * e;
+      A* dvb = direct ? dv_out->data_ptr<A>() + b * dv_out->stride(0) + hk * dv_out->stride(1)
+                      : DV + ((c * P.b + b) * P.hk + hk) * P.m * e;
+      const int64_t lk = direct ? dk_out->stride(2) : e, lv = direct ? dv_out->stride(2) : e;
       // This task's slabs are zeroed here, on its own thread, right before it accumulates into them
       // (one zero-fill pass per thread, in cache, instead of a serial at::zeros over cold pages).
       for (int64_t r = 0; r < P.m; ++r) {
@@ -586,8 +583,10 @@ std::vector<at::Tensor> blocksparse_backward(const at::Tensor& q, const at::Tens
                         dk_buf.scalar_type() == q.scalar_type() && dv_buf.scalar_type() == q.scalar_type()),
               "blocksparse: dq_buf, dk_buf, dv_buf must match q, k, v (contiguous last dim) and need round_grads");
   at::Tensor dq = bufs ? dq_buf : at::empty({P.b, P.h, P.n, P.e}, rounded ? q.options() : acc);
-  at::Tensor dk = at::empty({chunks, P.b, P.hk, P.m, P.e}, acc);
-  at::Tensor dv = at::empty({chunks, P.b, P.hk, P.m, P.e}, acc);
+  // fp32/fp64 with the caller's buffers and one chunk accumulate straight into them: no slabs.
+  const int64_t slabs = bufs && chunks == 1 && q.scalar_type() != at::kBFloat16 ? 0 : chunks;
+  at::Tensor dk = at::empty({slabs, P.b, P.hk, P.m, P.e}, acc);
+  at::Tensor dv = at::empty({slabs, P.b, P.hk, P.m, P.e}, acc);
   at::Tensor db = bias_grad && bp ? at::zeros({P.b, P.h, P.n, P.m}, acc) : at::empty({0}, acc);
   at::Tensor* dbp = db.numel() ? &db : nullptr;
   at::Tensor dk_direct = dk_buf, dv_direct = dv_buf;  // named: backward_impl takes pointers
