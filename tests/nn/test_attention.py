@@ -146,3 +146,38 @@ def test_key_padding_wrong_dtype_names_dtype():
     attn = _attn()
     with pytest.raises(TypeError, match="torch.int64"):
         attn(torch.randn(2, 6, D), key_padding=torch.ones(2, 6, dtype=torch.long))
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_per_query_key_padding_sdpa_equals_reference_in_outputs_and_gradients(seed):
+    """A (b, n, m) key padding: which keys each query sees (``LayerState.key_mask``), with a
+    score bias, the same through SDPA and the plain-math kernel; a key hidden from a query
+    changes nothing of it."""
+    g = torch.Generator().manual_seed(seed)
+    q, k, v = (torch.randn(2, H, 6, E, generator=g, dtype=torch.float64, requires_grad=True) for _ in range(3))
+    bias = torch.randn(2, H, 6, 6, generator=g, dtype=torch.float64)
+    mask = torch.rand(2, 6, 6, generator=g) < 0.6
+    mask[..., 0] = True
+    mask[0, 2, 3:], mask[0, 4, 3:] = False, True  # query 2 sees keys 0..2 at most, query 4 sees 3..5
+    outs = []
+    for kernel in (SDPAKernel(), ReferenceKernel()):
+        out, _ = kernel(q, k, v, pattern=Full(), key_padding=mask, bias=bias)
+        outs.append((out, *torch.autograd.grad(out.square().sum(), (q, k, v))))
+    for a, b in zip(*outs):
+        torch.testing.assert_close(a, b)
+    hidden = ~mask[0, 2]
+    v2 = v.detach().clone()
+    v2[0, :, hidden] += 1.0
+    out2, _ = SDPAKernel()(q, k, v2, pattern=Full(), key_padding=mask, bias=bias)
+    torch.testing.assert_close(out2[0, :, 2], outs[0][0][0, :, 2])
+    seeing = mask[0, :, hidden].any(-1)  # queries that see one of those keys do change
+    assert not torch.allclose(out2[0][:, seeing], outs[0][0][0][:, seeing])
+
+
+def test_per_query_key_padding_is_refused_by_kernels_that_take_it_per_key():
+    from tfamily.nn.kernels import BlockSparseKernel
+    attn = _attn(kernel=BlockSparseKernel())
+    with pytest.raises(ValueError, match="kernel 'blocksparse'.*per query.*'sdpa' or 'reference'"):
+        attn(torch.randn(2, 6, D), key_padding=torch.ones(2, 6, 6, dtype=torch.bool))
+    with pytest.raises(ValueError, match=r"\(2, 5, 6\).*\(2, 6, 6\)"):
+        _attn()(torch.randn(2, 6, D), key_padding=torch.ones(2, 5, 6, dtype=torch.bool))

@@ -260,3 +260,67 @@ def test_state_dict_round_trip_is_bitwise(reset_row):
     assert torch.equal(model(x[:, 16:], state=restored), model(x[:, 16:], state=st))
     with pytest.raises(ValueError, match="mem_len=10"):
         model.new_state(mem_len=4).load_state_dict(saved)
+
+
+# -- restrict: a segment that computes what feeding it token by token (with resets) computes ------
+
+@pytest.mark.parametrize("kernel", ["sdpa", "reference"])
+@pytest.mark.parametrize("mem_len, seed", [(4, 0), (6, 1), (16, 2)])
+def test_restricted_segment_equals_feeding_it_token_by_token(kernel, mem_len, seed):
+    """``restrict(n, starts, window=mem_len)``: query t sees its last mem_len tokens and none
+    before its row's latest start, as when the n tokens are fed one at a time with
+    ``reset(starts[:, t])`` before token t (the RL replay, ``rl/torso.py``)."""
+    model = tiny(mem_len=mem_len, kernel={"name": kernel})
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randint(0, 32, (3, 22), generator=g)
+    starts = torch.rand(3, 12, generator=g) < 0.2
+    starts[0] = False                                  # one row never restarts
+    starts[1, 0] = True                                # one forgets its memory at once
+    fed = model.new_state()
+    segments(model, x[:, :10], 5, fed)                 # a carried memory to start from
+    whole = model.new_state()
+    whole.load_state_dict(fed.state_dict())
+    steps = []
+    for t in range(12):
+        fed.reset(starts[:, t])
+        steps.append(model(x[:, 10 + t: 11 + t], state=fed))
+    whole.restrict(12, starts=starts, window=mem_len)
+    out = model(x[:, 10:], state=whole)
+    torch.testing.assert_close(out, torch.cat(steps, 1), atol=2e-5, rtol=2e-5)
+    # the masks served that call only; without them the segment sees more and differs
+    assert all(s.key_mask is None for s in whole)
+    again = model.new_state()
+    again.load_state_dict(fed.state_dict())
+    assert not torch.allclose(model(x[:, 10:], state=again)[1], out[1], atol=1e-4)
+
+
+def test_restricted_segment_gradients_stay_inside_window_and_episode():
+    """Gradients flow through the segment's own keys, within what each query saw: output t
+    depends on inputs t - window .. t of its own episode and on nothing else (one layer; a
+    stack of L layers reaches L windows back, as it did when it acted)."""
+    model = tiny(mem_len=3, depth={"n_layers": 1})
+    st = model.new_state()
+    model(torch.randint(0, 32, (2, 4)), state=st)
+    st.restrict(9, starts=torch.tensor([[False] * 5 + [True] + [False] * 3, [False] * 9]), window=3)
+    x = torch.randn(2, 9, 32, requires_grad=True)
+    h = model.stack(x, state=st) @ torch.randn(32, generator=torch.Generator().manual_seed(0))
+    for row, t, want in [(0, 7, {5, 6, 7}), (0, 4, {1, 2, 3, 4}), (1, 8, {5, 6, 7, 8}), (1, 2, {0, 1, 2})]:
+        (grad,) = torch.autograd.grad(h[row, t], x, retain_graph=True)
+        seen = {int(s) for s in grad[row].abs().sum(-1).nonzero().flatten()}
+        assert seen == want, (row, t, seen)
+        assert grad[1 - row].abs().sum() == 0
+
+
+def test_restrict_checks_its_arguments():
+    model = tiny(mem_len=4)
+    st = model.new_state()
+    with pytest.raises(ValueError, match="batch size"):
+        st.restrict(3)
+    model(torch.randint(0, 32, (2, 4)), state=st)
+    with pytest.raises(ValueError, match=r"\(batch, 3\) bool"):
+        st.restrict(3, starts=torch.zeros(2, 4, dtype=torch.bool))
+    with pytest.raises(ValueError, match="window must be"):
+        st.restrict(3, window=-1)
+    st.restrict(3, window=2)
+    with pytest.raises(ValueError, match=r"key_mask has shape \(2, 3, 7\).*\(2, 5, 9\)"):
+        model(torch.randint(0, 32, (2, 5)), state=st)

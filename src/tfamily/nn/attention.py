@@ -45,7 +45,8 @@ class Attention(nn.Module):
                 cache: KVCache | None = None, memory: Tensor | None = None) -> Tensor:
         """``x``: (b, n, d) queries' stream. ``context``: (b, m, d) for cross-attention.
         ``memory``: (b, mem, d) hidden states prepended to the keys (Transformer-XL).
-        ``key_padding``: (b, m) bool, True for real keys, over all keys attended."""
+        ``key_padding``: (b, m) bool, True for real keys, over all keys attended; or (b, n, m), which
+        keys each query may see (``LayerState.key_mask``), for kernels that take it."""
         if context is not None:
             q, (k, v) = self.proj.q(x), self._cross_kv(context, cache)
             prior = 0
@@ -61,7 +62,7 @@ class Attention(nn.Module):
         if cache is not None and context is None:
             k, v = cache.append(k, v)
         if key_padding is not None:
-            _check_padding(key_padding, q.shape[0], m)
+            _check_padding(key_padding, q.shape[0], x.shape[1], m, self.kernel)
         out, weights = self.kernel(
             q, k, v, pattern=self.pattern, q_offset=q_offset, key_padding=key_padding, bias=bias,
             dropout_p=self.dropout if self.training else 0.0, need_weights=self.record_weights)
@@ -75,9 +76,16 @@ class Attention(nn.Module):
         return cache.set(k, v) if cache is not None else (k, v)
 
 
-def _check_padding(key_padding: Tensor, b: int, m: int) -> None:
+def _check_padding(key_padding: Tensor, b: int, n: int, m: int, kernel) -> None:
     if key_padding.dtype != torch.bool:
         raise TypeError(f"key_padding must be a bool tensor (True = real token), got {key_padding.dtype}")
-    if tuple(key_padding.shape) != (b, m):
+    if key_padding.dim() == 3:
+        if tuple(key_padding.shape) != (b, n, m):
+            raise ValueError(f"a per-query key_padding has shape {tuple(key_padding.shape)}; expected (batch, "
+                             f"queries, keys) = {(b, n, m)}")
+        if not getattr(kernel, "per_query_padding", False):
+            raise ValueError(f"kernel {kernel.name!r} takes key padding per key, (batch, keys), not per query; "
+                             f"use kernel 'sdpa' or 'reference' for a per-query key mask")
+    elif tuple(key_padding.shape) != (b, m):
         raise ValueError(f"key_padding has shape {tuple(key_padding.shape)}; expected (batch, keys) = "
                          f"{(b, m)}")

@@ -79,6 +79,9 @@ class LayerState:
     # (b, mem_len) bool, True on memory entries a row may attend to; None = all (no row was reset)
     memory_padding: Tensor | None = None
     inputs: Tensor | None = None  # this call's layer input, recorded for the next memory
+    # (b, n, mem + n) bool for the next call only: which keys each of its n queries may see, over
+    # [memory; x] (streams that restart inside a segment, a window: ``SegmentMemory.restrict``)
+    key_mask: Tensor | None = None
     # Rolling inputs a part carries between decoding calls, (b, ...) each, batch first, detached,
     # by a name the part picks: e.g. a causal convolution's last k - 1 inputs ("ff.inner").
     parts: dict[str, Tensor] = field(default_factory=dict)
@@ -91,14 +94,23 @@ class LayerState:
     def attention_memory(self, key_padding: Tensor | None, x: Tensor) -> tuple[Tensor | None, Tensor | None]:
         """The memory this layer's self-attention prepends to its keys, and the key padding
         over ``[memory; x]`` (``key_padding`` covers ``x`` (b, n, d) only): rows that were
-        reset must not see the memory of the stream they left."""
-        if self.memory is None or (self.memory_padding is None and key_padding is None):
-            return self.memory, key_padding
+        reset must not see the memory of the stream they left. With a ``key_mask`` the padding is
+        per query, (b, n, mem + n): the mask and the padding together."""
+        padding = key_padding
+        if self.memory is not None and (self.memory_padding is not None or key_padding is not None):
+            b, n = x.shape[:2]
+            mem = self.memory_padding if self.memory_padding is not None else \
+                torch.ones(b, self.memory.shape[1], dtype=torch.bool, device=x.device)
+            own = key_padding if key_padding is not None else torch.ones(b, n, dtype=torch.bool, device=x.device)
+            padding = torch.cat([mem, own], dim=1)
+        if self.key_mask is None:
+            return self.memory, padding
         b, n = x.shape[:2]
-        mem = self.memory_padding if self.memory_padding is not None else \
-            torch.ones(b, self.memory.shape[1], dtype=torch.bool, device=x.device)
-        own = key_padding if key_padding is not None else torch.ones(b, n, dtype=torch.bool, device=x.device)
-        return self.memory, torch.cat([mem, own], dim=1)
+        m = n + (0 if self.memory is None else self.memory.shape[1])
+        if tuple(self.key_mask.shape) != (b, n, m):
+            raise ValueError(f"key_mask has shape {tuple(self.key_mask.shape)}; this call needs (batch, queries, "
+                             f"memory + queries) = {(b, n, m)} (restrict the state for the segment it runs)")
+        return self.memory, self.key_mask if padding is None else self.key_mask & padding[:, None, :]
 
     def reorder(self, index: Tensor) -> None:
         for c in (self.cache, self.cross_cache):
@@ -108,6 +120,8 @@ class LayerState:
             self.memory = self.memory.index_select(0, index)
         if self.memory_padding is not None:
             self.memory_padding = self.memory_padding.index_select(0, index)
+        if self.key_mask is not None:
+            self.key_mask = self.key_mask.index_select(0, index)
         self.parts = {name: t.index_select(0, index) for name, t in self.parts.items()}
 
 

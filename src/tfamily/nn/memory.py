@@ -76,8 +76,36 @@ class SegmentMemory(list):
             s.memory_padding = next_padding(s.memory_padding, n, self.layer_mem_len(i)) \
                 if s.inputs is not None else s.memory_padding
             s.memory = next_memory(s.memory, s.inputs, self.layer_mem_len(i))
-            s.inputs = None  # drop the reference to this segment's graph
+            s.inputs = s.key_mask = None  # drop the reference to this segment's graph; a mask serves one call
         self.offset += n
+
+    def restrict(self, n: int, *, starts: Tensor | None = None, window: int | None = None) -> None:
+        """Limit what each query of the next segment (``n`` tokens) sees, as if the segment
+        were fed one token at a time with ``reset`` before token t in the rows where
+        ``starts[:, t]`` (b, n) bool, and a memory of ``window`` entries: query t of row r sees
+        keys at segment positions s <= t with s >= t - window and s >= the row's latest start
+        at or before t (memory entries sit at s < 0). That is what an RL replay needs: a
+        rollout acted step by step, with episodes that end inside it, recomputed as one
+        segment (``rl/torso.py``). The masks serve one call; ``advance`` drops them."""
+        if window is not None and (isinstance(window, bool) or not isinstance(window, int) or window < 0):
+            raise ValueError(f"window must be an integer >= 0 or None, got {window!r}")
+        rows = next((x.shape[0] for x in [starts, *(s.memory for s in self)] if x is not None), None)
+        if rows is None:
+            raise ValueError("restrict needs starts or a memory to know the batch size")
+        device = starts.device if starts is not None else next(s.memory.device for s in self if s.memory is not None)
+        t = torch.arange(n, device=device)
+        last = torch.full((rows, n), -(1 << 62), dtype=torch.long, device=device)
+        if starts is not None:
+            if starts.dtype != torch.bool or tuple(starts.shape) != (rows, n):
+                raise ValueError(f"starts must be a (batch, {n}) bool tensor, got {starts.dtype} of shape "
+                                 f"{tuple(starts.shape)}")
+            last = torch.where(starts, t, last).cummax(dim=1).values                   # (b, n)
+        for s in self:
+            src = torch.arange(-(0 if s.memory is None else s.memory.shape[1]), n, device=device)  # key positions
+            ok = (src[None, None] <= t[None, :, None]) & (src[None, None] >= last[:, :, None])
+            if window is not None:
+                ok = ok & (src[None, None] >= t[None, :, None] - window)
+            s.key_mask = ok
 
     def reset(self, rows: Tensor | None = None) -> None:
         """Forget rows ``rows`` (None: all, e.g. a new epoch of the stream). A forgotten row's
@@ -89,7 +117,7 @@ class SegmentMemory(list):
         mask = row_mask(rows, b) if rows is not None and b is not None else None
         if rows is None or (mask is not None and bool(mask.all())):
             for s in self:
-                s.memory = s.inputs = s.memory_padding = None
+                s.memory = s.inputs = s.memory_padding = s.key_mask = None
             self.offset = 0
             return
         if mask is None or not bool(mask.any()):

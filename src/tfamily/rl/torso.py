@@ -10,15 +10,16 @@ same memory). ``RecurrentTorso`` is a ``torch.nn`` LSTM or GRU baseline whose hi
 state is a ``RecurrentState``.
 
 ``trace`` and ``replay`` serve the PPO update (``policy.py``). The rollout keeps each
-step's ``trace`` (XL: every layer's input at that step, which became memory); ``replay``
-recomputes a whole rollout segment from the state it started with. The XL memory is a
-stop-gradient (Dai et al. eq. 1, SG), so the replay takes it from the trace instead of
-recomputing it step by step: all T steps run as one batch of T x b segments of length
-1, each with its own window of the last ``mem_len`` traced inputs, masked before the
-row's latest episode start. With the weights that acted this is the rollout's
-computation exactly (ratio 1); after an update the memory is the rollout's (a stored
-state, as recurrent replay agents keep one) while each step's own path is recomputed.
-An LSTM/GRU replays step by step, back-propagating through the segment.
+step's ``trace`` (what the replay cannot recompute; empty for the torsos here) and
+``replay`` recomputes a whole rollout segment from the state it started with. An XL
+torso replays the rollout as one segment of T steps over the memory it started from,
+[SG(M), x] in Parisotto et al.'s block (and Dai et al. eq. 1): the memory from before
+the rollout is a stop-gradient, the rollout's own steps are one segment through which
+gradients flow. ``SegmentMemory.restrict`` masks each query to what it saw when it
+acted: the last ``mem_len`` steps, none before its row's latest episode start. With
+the weights that acted this is the rollout's computation (ratio 1); the keys are
+projected once per step, not once per step that sees them. An LSTM/GRU replays step by
+step, back-propagating through the segment.
 """
 from __future__ import annotations
 
@@ -63,40 +64,23 @@ class StackTorso(nn.Module):
         return h[:, 0]
 
     def trace(self, state: State) -> Tensor:
-        """After a step: each layer's input at that step, (b, layers, d) (the newest memory entry)."""
-        saved = state.state_dict()
-        return torch.stack([saved[f"memory.{i}"][:, -1] for i in range(len(self.stack))], dim=1)
+        """Nothing to keep: the replay recomputes each step's layer inputs (the memory it
+        starts from is in the stored state)."""
+        memory = next(t for k, t in state.state_dict().items() if k.startswith("memory."))
+        return memory.new_zeros(memory.shape[0], 0)
 
     def replay(self, x: Tensor, starts: Tensor, state: State, trace: Tensor) -> Tensor:
-        """``x`` (T, b, d), ``starts`` (T, b), ``state`` before step 0, ``trace`` (T, b, layers, d)
-        -> (T, b, d), as one call over T x b segments of length 1."""
-        T, b, d = x.shape
+        """``x`` (T, b, d), ``starts`` (T, b), ``state`` before step 0 -> (T, b, d): the rollout
+        as one segment of T steps over the stored memory, each step seeing what it saw when it
+        acted (``SegmentMemory.restrict``: its last ``mem_len`` steps, none before its episode's
+        start)."""
+        T = x.shape[0]
         saved = state.state_dict()
-        mem_len = int(saved["mem_len"])
-        steps = torch.arange(T, device=x.device)
-        # the latest step <= t where the row's episode began (a large negative: before the rollout)
-        last = torch.where(starts, steps[:, None], -(1 << 62)).cummax(dim=0).values
-        memory = {"offset": saved["offset"], "mem_len": mem_len}
-        for i in range(len(self.stack)):
-            old = saved.get(f"memory.{i}")
-            m0 = 0 if old is None else old.shape[1]
-            old_ok = saved.get(f"memory_padding.{i}")
-            old_ok = old_ok if old_ok is not None else torch.ones(b, m0, dtype=torch.bool, device=x.device)
-            inputs = trace[:, :, i].transpose(0, 1)  # (b, T, d)
-            full = torch.cat([x.new_zeros(b, mem_len, d), *([old.to(x.dtype)] if m0 else []), inputs], dim=1)
-            ok = torch.cat([old_ok.new_zeros(b, mem_len), old_ok, old_ok.new_ones(b, T)], dim=1)
-            # step t sees full positions [m0 + t, m0 + t + mem_len): the mem_len entries before it
-            window = full.unfold(1, mem_len, 1)[:, m0: m0 + T]           # (b, T, d, mem_len)
-            seen = ok.unfold(1, mem_len, 1)[:, m0: m0 + T]               # (b, T, mem_len)
-            # entry k of step t is rollout step t - mem_len + k; after a reset only this episode's count
-            src = steps[:, None] - mem_len + torch.arange(mem_len, device=x.device)   # (T, mem_len)
-            seen = seen & (src[None] >= last.T[:, :, None])
-            memory[f"memory.{i}"] = window.permute(1, 0, 3, 2).reshape(T * b, mem_len, d)
-            memory[f"memory_padding.{i}"] = seen.transpose(0, 1).reshape(T * b, mem_len)
-        batched = self.make_state()
-        batched.load_state_dict(memory)
-        h = self.stack(self.position(x.reshape(T * b, 1, d), batched.offset), state=batched)
-        return h.reshape(T, b, d)
+        replay = self.make_state()
+        replay.load_state_dict(saved)
+        replay.restrict(T, starts=starts.T, window=int(saved["mem_len"]))
+        h = self.stack(self.position(x.transpose(0, 1), replay.offset), state=replay)
+        return h.transpose(0, 1)
 
 
 class RecurrentState:

@@ -7,7 +7,9 @@ Every kernel has the same signature so that members can swap them freely::
 
 Shapes: ``q`` is ``(b, h, n, e)``; ``k`` and ``v`` are ``(b, h_kv, m, e)`` with
 ``h % h_kv == 0`` (grouped-query heads, Ainslie et al. 2023). ``key_padding`` is a
-``(b, m)`` bool tensor, True for real keys. ``bias`` is an additive float score
+``(b, m)`` bool tensor, True for real keys; kernels with ``per_query_padding = True``
+(sdpa, reference) also take ``(b, n, m)``, which keys each query may see (episodes
+that restart inside a segment: ``SegmentMemory.restrict``). ``bias`` is an additive float score
 term broadcastable to ``(b, h, n, m)`` (relative positions, ALiBi). Query i has
 absolute position ``q_offset + i``; key j has absolute position j.
 """
@@ -37,5 +39,5 @@ def allowed_mask(pattern: Pattern, q: Tensor, k: Tensor, q_offset: int,
     heads = q.shape[1] if is_per_head(pattern) else 1
     allowed = dense_mask(pattern, n, m, n_heads=heads, q_offset=q_offset, device=q.device)[None]
     if key_padding is not None:
-        allowed = allowed & key_padding[:, None, None, :]
+        allowed = allowed & (key_padding[:, None] if key_padding.dim() == 3 else key_padding[:, None, None, :])
     return allowed

@@ -17,6 +17,7 @@ from .base import allowed_mask
 
 class ReferenceKernel:
     name = "reference"
+    per_query_padding = True  # key_padding may be (b, n, m): ``allowed_mask`` takes it
 
     def __call__(self, q: Tensor, k: Tensor, v: Tensor, *, pattern: Pattern, q_offset: int = 0,
                  key_padding: Tensor | None = None, bias: Tensor | None = None,
