@@ -4,7 +4,7 @@ alternated in one process on the same rollout: ms per PPO minibatch (forward, ba
 AdamW step), one thread, default torso (d 64, 2 layers, 4 heads, memory 64), 32 rows x 64
 steps of popgym-RepeatPreviousEasy-v0, 16-row minibatches, best and median of 5 rounds of 8.
 
-    git show 26dd5a1:src/tfamily/rl/torso.py > /tmp/old_torso.py
+    git show ee4b038:src/tfamily/rl/torso.py > /tmp/old_torso.py
     python scripts/rl_replay_ab.py gtrxl,trxl_i,transformer_xl [/tmp/old_torso.py]
 """
 import importlib.util

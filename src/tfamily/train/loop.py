@@ -344,7 +344,9 @@ class Trainer:
         e = self.evaluate()
         self.last_eval = {"step": self.step, "train_s": self.train_s, **e}
         self.evals.append(self.last_eval)
-        log.log_eval({"step": self.step, "tokens": self.tokens, **{k: e.get(k) for k in ("loss", "bpc", "ppl", "acc")}})
+        log.log_eval({"step": self.step, "tokens": self.tokens, **{k: e.get(k) for k in ("loss", "bpc", "ppl", "acc")}},
+                     extra={k: v for k, v in e.items() if k not in ("loss", "bpc", "ppl", "acc", "tokens")
+                            and isinstance(v, (int, float)) and not isinstance(v, bool)})
 
 
 def weights_finite(model: nn.Module) -> bool:

@@ -9,6 +9,7 @@ TensorBoard is told to purge events after s, so both logs read as one run.
 from __future__ import annotations
 
 import csv
+import math
 import os
 import sys
 from pathlib import Path
@@ -91,7 +92,8 @@ class Logger:
                 if row.get(k) is not None:
                     self.tb.add_scalar(f"train/{k}", row[k], row["step"])
 
-    def log_eval(self, row: dict) -> None:
+    def log_eval(self, row: dict, extra: dict | None = None) -> None:
+        """``extra``: a task's own evaluation values (an RL run's mean return), shown in the message."""
         if not self.active:
             return
         self.eval.write(row)
@@ -101,7 +103,8 @@ class Logger:
                     self.tb.add_scalar(f"val/{k}", row[k], row["step"])
         self.message(f"step {row['step']}: val loss {row['loss']:.4f}"
                      + (f", bpc {row['bpc']:.4f}" if row.get("bpc") is not None else "")
-                     + f", acc {row['acc']:.4f}")
+                     + (f", acc {row['acc']:.4f}" if row.get("acc") is not None and math.isfinite(row["acc"]) else "")
+                     + "".join(f", {k} {v:.4g}" for k, v in (extra or {}).items()))
 
     def message(self, text: str) -> None:
         if not self.active:
