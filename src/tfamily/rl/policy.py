@@ -4,9 +4,10 @@
 rollout). ``replay`` recomputes a stored rollout segment from the torso state it started
 with, resetting rows at exactly the steps where their episodes began, so the PPO update
 differentiates the same function that acted: at the first minibatch of the first epoch
-the probability ratio is 1 (``tests/rl/test_policy.py``). An XL torso's memory is
-detached (SG in Dai et al. eq. 1), so its gradient reaches each step through that step's
-own path; an LSTM/GRU is back-propagated through the whole segment.
+the probability ratio is 1 (``tests/rl/test_policy.py``). An XL torso's memory from
+before the rollout is detached (SG in Dai et al. eq. 1) and the rollout is one segment,
+back-propagated within each step's window; an LSTM/GRU is back-propagated through the
+whole segment.
 """
 from __future__ import annotations
 
