@@ -114,6 +114,23 @@ def test_offsets_reach_every_transformer(name):
     assert not torch.allclose(base, moved) and torch.equal(base, again)
 
 
+@pytest.mark.parametrize("name", ["transformer", "ut", "ut_act"])
+def test_offsets_per_example_move_each_row_by_its_own(name):
+    """The default draw: one offset per example; row i then computes what it computes alone
+    with its own offset, for the vanilla model and the UT's coordinate signal on both sides."""
+    torch.manual_seed(0)
+    net = ua.make_model(name, _args()).eval()
+    b = ua.collate(ua.sample("reverse", 4, 8, torch.Generator().manual_seed(2)))
+    shifts = torch.tensor([0, 13, 5, 40])
+    with torch.no_grad():
+        ua._set_shift(net, shifts)
+        rows = net(b["src"], b["tgt_in"], src_padding=b["src_padding"])
+        for i in range(4):
+            ua._set_shift(net, int(shifts[i]))
+            alone = net(b["src"][i:i + 1], b["tgt_in"][i:i + 1], src_padding=b["src_padding"][i:i + 1])
+            torch.testing.assert_close(rows[i:i + 1], alone, atol=1e-5, rtol=1e-5)
+
+
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_lstm_greedy_matches_teacher_forced_argmax(seed):
     torch.manual_seed(seed)

@@ -5,11 +5,14 @@ the source (reversed); addition reads two numbers written least significant digi
 around a separator (id 10) and emits their sum, least significant digit first (the
 tensor2tensor algorithmic problems). Training lengths are uniform in 1..``--train-len`` (40);
 test lengths uniform in 1..``--test-len`` (400). For addition the length is the whole source
-(both numbers and the separator, at least 3). "Randomized offsets": in training every batch
-gets one random start offset in 0..test_len - train_len added to the positions of the source
-and the target (the sinusoidal input positions of the vanilla model, the coordinate signal
-of the UT, whose position parts take an offset), so positions past 40 are seen; at test the
-offset is 0. The LSTM has no positions.
+(both numbers and the separator, at least 3). "Randomized offsets": in training every
+example gets its own random start offset in 0..test_len - train_len added to the positions of
+its source and its target (the sinusoidal input positions of the vanilla model, the
+coordinate signal of the UT, whose position parts take a (b,) tensor of row offsets), so
+positions past 40 are seen; at test the offset is 0. The LSTM has no positions. One offset
+per batch, the first version, left the vanilla model far from learning copy (d 64, depth 4,
+600 steps of 64: training loss 1.93 with one offset per batch, 0.14 with one per example,
+0.013 without offsets; ``--offsets batch`` keeps the old draw).
 
 Models, at one width (``--d-model``, 128, 4 heads, feed-forward 4x) and one residual layout
 (``--residual``, pre_norm by default: tensor2tensor's ``layer_preprocess_sequence="n"``, which
@@ -69,6 +72,8 @@ def add_args(p) -> None:
     p.add_argument("--train-len", type=int, default=40)
     p.add_argument("--test-len", type=int, default=400)
     p.add_argument("--no-offsets", action="store_true", help="train without randomized position offsets")
+    p.add_argument("--offsets", choices=("example", "batch"), default="example",
+                   help="draw a randomized offset per example (default) or one per batch (the first version)")
     p.add_argument("--batch", type=int, default=64)
     p.add_argument("--lr", type=float, default=1e-3)
     p.add_argument("--warmup", type=int, default=100)
@@ -137,7 +142,8 @@ def accuracy(preds: list[list[int]], targets: list[list[int]]) -> tuple[float, f
 
 
 class _ShiftPosition(nn.Module):
-    """Input positions moved by ``shift`` (the randomized offsets); ``shift`` 0 is the inner part."""
+    """Input positions moved by ``shift`` (the randomized offsets: an int, or a (b,) tensor, one
+    per example); ``shift`` 0 is the inner part."""
 
     def __init__(self, inner: nn.Module):
         super().__init__()
@@ -202,7 +208,9 @@ def train_one(task: str, name: str, args, test: list, log) -> dict:
     net.train()
     t0, step, out = time.perf_counter(), 0, None
     while step < args.steps and (args.time <= 0 or time.perf_counter() - t0 < args.time):
-        _set_shift(net, int(torch.randint(0, spread + 1, (1,), generator=gen)))
+        rows = args.batch if args.offsets == "example" else 1
+        shift = torch.randint(0, spread + 1, (rows,), generator=gen)
+        _set_shift(net, shift.to(device) if args.offsets == "example" else int(shift))
         out, _ = net.loss(to_device(collate(sample(task, args.batch, args.train_len, gen)), device))
         opt.zero_grad(set_to_none=True)
         out.backward()

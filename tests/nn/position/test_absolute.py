@@ -47,3 +47,21 @@ def test_no_position_and_registry():
     assert isinstance(POSITIONS.make("none", d_model=4, max_len=9), NoPosition)
     with pytest.raises(ValueError, match="valid keys: none"):
         POSITIONS.check_params("sinusoidal", {"base": 10000})
+
+
+@pytest.mark.parametrize("pos", [Sinusoidal(16), Learned(64, 16), NoPosition()])
+def test_row_offsets_equal_each_row_at_its_own_offset(pos):
+    """A (b,) tensor of offsets (randomized offsets drawn per example) places row i at
+    offset[i]..offset[i]+n-1, exactly as that row alone with the int offset."""
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(4, 9, 16, generator=g)
+    off = torch.tensor([0, 31, 5, 54])
+    want = torch.cat([pos(x[i:i + 1], int(off[i])) for i in range(4)])
+    assert torch.equal(pos(x, off), want)
+
+
+def test_row_offsets_are_checked():
+    with pytest.raises(ValueError, match=r"\(batch,\) integer tensor.*torch.float32"):
+        Sinusoidal(8)(torch.randn(2, 3, 8), torch.tensor([0.0, 1.0]))
+    with pytest.raises(ValueError, match="reaches position 63.*max_len=60"):
+        Learned(60, 8)(torch.randn(2, 3, 8), torch.tensor([0, 60]))

@@ -46,3 +46,17 @@ def test_kept_tables_match_a_fresh_module_across_calls():
     x = torch.randn(1, 3, 6, requires_grad=True)
     c(x, 2).sum().backward()  # the kept tables never hold inference tensors in training
     torch.testing.assert_close(x.grad, torch.ones_like(x))
+
+
+def test_row_offsets_equal_each_row_at_its_own_offset_and_are_not_kept_stale():
+    c = Coordinate(16)
+    g = torch.Generator().manual_seed(1)
+    x = torch.randn(3, 7, 16, generator=g)
+    for off in (torch.tensor([0, 12, 40]), torch.tensor([3, 3, 9])):  # a new tensor each batch
+        for step in (1, 2, 3):
+            want = torch.cat([Coordinate(16)(x[i:i + 1], step, int(off[i])) for i in range(3)])
+            assert torch.equal(c(x, step, off), want)
+    off = torch.tensor([1, 2, 3])
+    c(x, 1, off)
+    off += 5  # modified in place: recomputed, not served from the kept table
+    assert torch.equal(c(x, 1, off), torch.cat([Coordinate(16)(x[i:i + 1], 1, int(off[i])) for i in range(3)]))

@@ -15,19 +15,32 @@ from torch import Tensor, nn
 
 
 class InputPosition(Protocol):
-    def __call__(self, x: Tensor, offset: int = 0) -> Tensor:
-        """``x``: (b, n, d) embeddings of positions offset..offset+n-1; returns x with positions."""
+    def __call__(self, x: Tensor, offset: int | Tensor = 0) -> Tensor:
+        """``x``: (b, n, d) embeddings of positions offset..offset+n-1; returns x with positions.
+        ``offset`` may be a (b,) integer tensor, one start per row (the Universal Transformer's
+        randomized offsets, drawn per example: ``repro/ut_algorithmic.py``)."""
+
+
+def positions(offset: int | Tensor, n: int, device) -> Tensor:
+    """(n,) positions offset..offset+n-1, or (b, n) for a (b,) tensor of row offsets."""
+    steps = torch.arange(n, device=device)
+    if not isinstance(offset, Tensor):
+        return steps + offset
+    if offset.dim() != 1 or offset.dtype.is_floating_point or offset.dtype == torch.bool:
+        raise ValueError(f"row offsets must be a (batch,) integer tensor, got {offset.dtype} of shape "
+                         f"{tuple(offset.shape)}")
+    return offset.to(device)[:, None] + steps
 
 
 def sinusoid_table(positions: Tensor, d_model: int, dtype: torch.dtype = torch.float32) -> Tensor:
-    """``(n,) -> (n, d_model)`` sinusoids; odd d_model drops the last cosine. Computed in
+    """``(...) -> (..., d_model)`` sinusoids; odd d_model drops the last cosine. Computed in
     ``dtype`` when it is wider than fp32 (fp64 models get fp64 angles), else in fp32."""
     acc = torch.promote_types(dtype, torch.float32)
     i = torch.arange(0, d_model, 2, device=positions.device, dtype=acc)
     inv_freq = torch.exp(-math.log(10000.0) * i / d_model)
-    ang = positions.to(acc)[:, None] * inv_freq[None, :]
+    ang = positions.to(acc)[..., None] * inv_freq
     pe = torch.stack([ang.sin(), ang.cos()], dim=-1).flatten(-2)
-    return pe[:, :d_model]
+    return pe[..., :d_model]
 
 
 class Sinusoidal(nn.Module):
@@ -35,9 +48,8 @@ class Sinusoidal(nn.Module):
         super().__init__()
         self.d_model = d_model
 
-    def forward(self, x: Tensor, offset: int = 0) -> Tensor:
-        pos = torch.arange(offset, offset + x.shape[1], device=x.device)
-        return x + sinusoid_table(pos, self.d_model, x.dtype).to(x.dtype)
+    def forward(self, x: Tensor, offset: int | Tensor = 0) -> Tensor:
+        return x + sinusoid_table(positions(offset, x.shape[1], x.device), self.d_model, x.dtype).to(x.dtype)
 
 
 class Learned(nn.Module):
@@ -50,16 +62,18 @@ class Learned(nn.Module):
         # unscaled 0.02 token embeddings and here would leave order invisible for hundreds of steps.
         nn.init.normal_(self.table.weight, std=1.0)
 
-    def forward(self, x: Tensor, offset: int = 0) -> Tensor:
-        end = offset + x.shape[1]
+    def forward(self, x: Tensor, offset: int | Tensor = 0) -> Tensor:
+        end = (int(offset.max()) if isinstance(offset, Tensor) and offset.numel() else int(offset)) + x.shape[1]
         if end > self.max_len:
             raise ValueError(f"sequence reaches position {end} but the learned position table has "
                              f"max_len={self.max_len}; shorten the input or raise position.max_len")
+        if isinstance(offset, Tensor):
+            return x + self.table(positions(offset, x.shape[1], x.device)).to(x.dtype)
         return x + self.table.weight[offset:end].to(x.dtype)
 
 
 class NoPosition(nn.Module):
     """Order comes from elsewhere (relative or rotary attention, or recurrence)."""
 
-    def forward(self, x: Tensor, offset: int = 0) -> Tensor:
+    def forward(self, x: Tensor, offset: int | Tensor = 0) -> Tensor:
         return x

@@ -13,7 +13,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
-from .absolute import sinusoid_table
+from .absolute import positions, sinusoid_table
 
 
 class Coordinate(nn.Module):
@@ -31,16 +31,25 @@ class Coordinate(nn.Module):
         self._pos: tuple[tuple, Tensor] | None = None
         self._steps: tuple[tuple, Tensor] | None = None
 
-    def forward(self, x: Tensor, step: int, offset: int = 0) -> Tensor:
-        """``x``: (b, n, d) states of positions offset..offset+n-1 entering step ``step`` (>= 1)."""
+    def forward(self, x: Tensor, step: int, offset: int | Tensor = 0) -> Tensor:
+        """``x``: (b, n, d) states of positions offset..offset+n-1 entering step ``step`` (>= 1);
+        ``offset`` may be a (b,) tensor of row offsets (kept while the same tensor comes back)."""
         if step < 1:
             raise ValueError(f"recurrent steps are counted from 1 (eq. 6-7), got step={step}")
         mode = (x.device, torch.is_inference_mode_enabled())  # inference tensors stay in inference mode
-        key = (*mode, offset, x.shape[1])
-        if self._pos is None or self._pos[0] != key:
-            pos = torch.arange(offset, offset + x.shape[1], device=x.device)
-            self._pos = (key, sinusoid_table(pos, self.d_model))
+        # Row offsets are keyed by the tensor object itself (held, so its id is never reused) and its
+        # version: the same offsets, unmodified, as in the steps of one forward.
+        key = (*mode, ("rows", offset, offset._version) if isinstance(offset, Tensor) else offset, x.shape[1])
+        if self._pos is None or not _same(self._pos[0], key):
+            self._pos = (key, sinusoid_table(positions(offset, x.shape[1], x.device), self.d_model))
         if self._steps is None or self._steps[0] != mode or self._steps[1].shape[0] < step:
             k = max(step, 16 if self._steps is None else 2 * self._steps[1].shape[0])
             self._steps = (mode, sinusoid_table(torch.arange(1, k + 1, device=x.device), self.d_model))
         return x + (self._pos[1] + self._steps[1][step - 1]).to(x.dtype)
+
+
+def _same(a: tuple, b: tuple) -> bool:
+    """Key equality that compares tensors by identity (``==`` on tensors is elementwise)."""
+    return len(a) == len(b) and all(x is y if isinstance(x, Tensor) or isinstance(y, Tensor) else
+                                    (_same(x, y) if isinstance(x, tuple) and isinstance(y, tuple) else x == y)
+                                    for x, y in zip(a, b))
