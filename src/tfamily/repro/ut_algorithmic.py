@@ -12,7 +12,7 @@ coordinate signal of the UT, whose position parts take a (b,) tensor of row offs
 positions past 40 are seen; at test the offset is 0. The LSTM has no positions. One offset
 per batch, the first version, left the vanilla model far from learning copy (d 64, depth 4,
 600 steps of 64: training loss 1.93 with one offset per batch, 0.14 with one per example,
-0.013 without offsets; ``--offsets batch`` keeps the old draw).
+0.005 without offsets; ``--offsets batch`` keeps the old draw).
 
 Models, at one width (``--d-model``, 128, 4 heads, feed-forward 4x) and one residual layout
 (``--residual``, pre_norm by default: tensor2tensor's ``layer_preprocess_sequence="n"``, which
