@@ -63,7 +63,8 @@ class Learned(nn.Module):
         nn.init.normal_(self.table.weight, std=1.0)
 
     def forward(self, x: Tensor, offset: int | Tensor = 0) -> Tensor:
-        end = (int(offset.max()) if isinstance(offset, Tensor) and offset.numel() else int(offset)) + x.shape[1]
+        first = (int(offset.max()) if offset.numel() else 0) if isinstance(offset, Tensor) else int(offset)
+        end = first + x.shape[1]
         if end > self.max_len:
             raise ValueError(f"sequence reaches position {end} but the learned position table has "
                              f"max_len={self.max_len}; shorten the input or raise position.max_len")
