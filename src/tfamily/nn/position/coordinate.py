@@ -21,8 +21,8 @@ class Coordinate(nn.Module):
     from the host at every recurrent step, and on CUDA such a copy waits for the stream. On an
     H100 the UT then took 3.6x fewer training steps than the vanilla Transformer of the same depth
     in the same time (``docs/bench/long_runs_h100``), where on a CPU the two step equally fast;
-    not re-timed on a GPU since this change. The position part of the
-    last (offset, length) is kept and shared by every step of one forward, the step part for
+    not re-timed on a GPU since this change. The position part of the last int
+    (offset, length) is kept and shared by every step of one forward, the step part for
     steps 1..k; both are plain attributes (never saved), rebuilt on another device or mode."""
 
     def __init__(self, d_model: int):
@@ -33,23 +33,19 @@ class Coordinate(nn.Module):
 
     def forward(self, x: Tensor, step: int, offset: int | Tensor = 0) -> Tensor:
         """``x``: (b, n, d) states of positions offset..offset+n-1 entering step ``step`` (>= 1);
-        ``offset`` may be a (b,) tensor of row offsets (kept while the same tensor comes back)."""
+        ``offset`` may be a (b,) tensor of row offsets, whose signal is computed at each call."""
         if step < 1:
             raise ValueError(f"recurrent steps are counted from 1 (eq. 6-7), got step={step}")
         mode = (x.device, torch.is_inference_mode_enabled())  # inference tensors stay in inference mode
-        # Row offsets are keyed by the tensor object itself (held, so its id is never reused) and its
-        # version: the same offsets, unmodified, as in the steps of one forward.
-        key = (*mode, ("rows", offset, offset._version) if isinstance(offset, Tensor) else offset, x.shape[1])
-        if self._pos is None or not _same(self._pos[0], key):
-            self._pos = (key, sinusoid_table(positions(offset, x.shape[1], x.device), self.d_model))
+        if isinstance(offset, Tensor):
+            pos = sinusoid_table(positions(offset, x.shape[1], x.device), self.d_model)
+        else:
+            key = (*mode, offset, x.shape[1])
+            if self._pos is None or self._pos[0] != key:
+                self._pos = (key, sinusoid_table(positions(offset, x.shape[1], x.device), self.d_model))
+            pos = self._pos[1]
         if self._steps is None or self._steps[0] != mode or self._steps[1].shape[0] < step:
             k = max(step, 16 if self._steps is None else 2 * self._steps[1].shape[0])
             self._steps = (mode, sinusoid_table(torch.arange(1, k + 1, device=x.device), self.d_model))
-        return x + (self._pos[1] + self._steps[1][step - 1]).to(x.dtype)
+        return x + (pos + self._steps[1][step - 1]).to(x.dtype)
 
-
-def _same(a: tuple, b: tuple) -> bool:
-    """Key equality that compares tensors by identity (``==`` on tensors is elementwise)."""
-    return len(a) == len(b) and all(x is y if isinstance(x, Tensor) or isinstance(y, Tensor) else
-                                    (_same(x, y) if isinstance(x, tuple) and isinstance(y, tuple) else x == y)
-                                    for x, y in zip(a, b))
