@@ -4,7 +4,8 @@
 # `repro ut-algorithmic` on each task, each in its own process with one CPU thread, each for the same
 # TIME seconds of training (default 330) while they share the GPU.
 # Usage: scripts/long_runs_gpu.sh OUT_DIR [DEVICE]   ($TFAMILY_DATA must name the data directory;
-# ONLY=regex runs the matching names alone; QUICK=1 shrinks every size so the script can be dry-run on a CPU; TIME=seconds per run).
+# ONLY=regex runs the matching names alone; QUICK=1 shrinks every size so the script can be dry-run on a CPU; TIME=seconds per run;
+# RD_STEPS=N gives every reverse-dictionary model N steps, capped at TIME seconds: equal steps where they fit).
 # Each run writes OUT_DIR/<name>.out (its --json table), OUT_DIR/<name>.log and its files under
 # OUT_DIR/<repro>/<name>; OUT_DIR/rc.txt gets one exit status per run.
 set -u
@@ -29,13 +30,14 @@ launch() {  # NAME ARGS...: one repro in the background, capped at TIME + 200 s
       >"$out/$name.out" 2>"$out/$name.log"; echo "$name rc=$?" >>"$out/rc.txt" ) &
 }
 for m in lstm luong_dot luong_general luong_concat bahdanau transformer ut; do
-  launch "revdict_$m" reverse-dictionary --models $m --time "$T" $rd --out "$out/revdict/$m"
+  if [ -n "${RD_STEPS:-}" ]; then rbudget="--steps $RD_STEPS --time-cap $T"; else rbudget="--time $T"; fi
+  launch "revdict_$m" reverse-dictionary --models $m $rbudget $rd --out "$out/revdict/$m"
 done
 for r in all none no_intermediate; do
   launch "alrfou_$r" al-rfou-aux --runs $r --time "$T" $ar --out "$out/alrfou/$r"
 done
 for t in copy reverse addition; do
-  for m in transformer ut ut_act; do
+  for m in lstm transformer ut ut_act; do
     launch "utalg_${t}_$m" ut-algorithmic --tasks $t --models $m --time "$T" --steps 10000000 $ua \
       --out "$out/utalg/${t}_$m"
   done

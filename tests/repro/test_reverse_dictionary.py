@@ -95,3 +95,14 @@ def test_tiny_run_writes_the_tables(tmp_path, capsys):
     md = (out / "results.md").read_text()
     assert "| luong_concat | `luong_attention` |" in md and "beam 2 exact" in md
     assert json.loads(capsys.readouterr().out) == rows
+
+
+def test_steps_with_a_time_cap(tmp_path):
+    o = rd.overrides("lstm", _args("--steps", "500", "--time-cap", "30"), tmp_path)
+    assert (o["train.max_steps"], o["train.time_budget"]) == (500, 30.0)  # both: whichever comes first
+    o = rd.overrides("lstm", _args("--steps", "500"), tmp_path)
+    assert (o["train.max_steps"], o["train.time_budget"]) == (500, None)
+    with pytest.raises(ValueError, match="--time-cap caps a --steps budget.*without --steps"):
+        rd.run(_args("--time-cap", "30"))
+    with pytest.raises(ValueError, match=r"must be > 0 seconds \(got -1.0"):
+        rd.run(_args("--steps", "5", "--time-cap", "-1"))

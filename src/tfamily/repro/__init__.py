@@ -19,7 +19,8 @@ REPROS = {
 
 
 def budget(args) -> dict:
-    """The ``tfamily train`` budget overrides of a repro's ``--steps`` / ``--time`` (steps win)."""
+    """The ``tfamily train`` budget overrides of a repro's ``--steps`` / ``--time`` (steps win; a
+    ``--time-cap``, where the repro has one, also stops a ``--steps`` run at that many seconds)."""
     if args.steps:
-        return {"train.max_steps": args.steps, "train.time_budget": None}
+        return {"train.max_steps": args.steps, "train.time_budget": getattr(args, "time_cap", None)}
     return {"train.max_steps": None, "train.time_budget": args.time}

@@ -48,6 +48,9 @@ def add_args(p) -> None:
     p.add_argument("--models", nargs="+", default=list(MODELS), choices=list(MODELS))
     p.add_argument("--time", type=float, default=180.0, help="seconds of training per model (the equal budget)")
     p.add_argument("--steps", type=int, default=None, help="budget in steps instead of --time")
+    p.add_argument("--time-cap", type=float, default=None, metavar="SECONDS",
+                   help="with --steps: also stop at this many seconds (equal steps where they fit; "
+                        "the table's steps column says how many ran)")
     p.add_argument("--d-model", type=int, default=256)
     p.add_argument("--rnn-layers", type=int, default=1)
     p.add_argument("--layers", type=int, default=3, help="Transformer layers per side; UT recurrent steps")
@@ -167,6 +170,9 @@ def to_markdown(rows: list[dict], beam: int) -> str:
 def _check(args) -> None:
     if args.steps is None and not args.time > 0:
         raise ValueError(f"--time must be > 0 seconds (got {args.time}), or give --steps N")
+    if args.time_cap is not None and (args.steps is None or not args.time_cap > 0):
+        raise ValueError(f"--time-cap caps a --steps budget and must be > 0 seconds (got {args.time_cap}"
+                         f"{'' if args.steps else ' without --steps'}); for a time budget use --time")
     for name in ("d_model", "rnn_layers", "layers", "heads", "batch_size", "val_tokens"):
         if getattr(args, name) < 1:
             raise ValueError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
