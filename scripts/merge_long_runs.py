@@ -2,8 +2,10 @@
 
 Usage: python scripts/merge_long_runs.py DEST RUN_DIR [RUN_DIR ...]
 Later RUN_DIRs win where a name ran twice (a rerun of a failed subset). Writes DEST/summary.md,
-DEST/summary.json and DEST/al_rfou_curves.png (validation bpc against steps and seconds, one
-line per run).
+DEST/summary.json and, for the repros present, DEST/al_rfou_curves.png (validation bpc against
+steps and seconds, one line per run), DEST/ut_algorithmic.png (char and sequence accuracy at the
+test lengths per task and model, the paper's as markers) and DEST/reverse_dictionary.png (exact
+match and validation loss per model).
 """
 from __future__ import annotations
 
@@ -71,7 +73,63 @@ def main(dest: Path, run_dirs: list[Path]) -> None:
         fig.tight_layout()
         fig.savefig(dest / "al_rfou_curves.png", dpi=100)
         plt.close(fig)
+    _plot_bars(dest, rows)
     print((dest / "summary.md").read_text())
+
+
+def _plot_bars(dest: Path, rows: dict[str, dict]) -> None:
+    """One bar chart per repro with rows: ut-algorithmic (task x model, paper markers) and
+    reverse-dictionary (model: greedy and beam exact match, validation loss)."""
+    ua = {k: r for k, r in rows.items() if k.startswith("utalg_")}
+    rd = {k: r for k, r in rows.items() if k.startswith("revdict_")}
+    if not ua and not rd:
+        return
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    if ua:
+        tasks = [t for t in ("copy", "reverse", "addition") if any(r["task"] == t for r in ua.values())]
+        models = [m for m in ("lstm", "transformer", "ut", "ut_act") if any(r["model"] == m for r in ua.values())]
+        fig, axes = plt.subplots(1, 2, figsize=(11, 4))
+        w = 0.8 / len(models)
+        for ax, (key, label) in zip(axes, (("char_acc", "char accuracy"), ("seq_acc", "sequence accuracy"))):
+            for j, m in enumerate(models):
+                for i, t in enumerate(tasks):
+                    r = next((r for r in ua.values() if r["task"] == t and r["model"] == m), None)
+                    if r is None:
+                        continue
+                    x = i + (j - (len(models) - 1) / 2) * w
+                    ax.bar(x, r[key], w, color=f"C{j}", label=m if i == 0 else None)
+                    if r.get(f"paper_{key}") is not None:
+                        ax.plot(x, r[f"paper_{key}"], "k_", ms=12, mew=2, label="paper" if (i, j) == (0, 0) else None)
+            ax.set(xticks=range(len(tasks)), xticklabels=tasks, ylabel=f"{label} at the test lengths", ylim=(0, 1))
+            ax.grid(axis="y", alpha=0.3)
+        axes[0].legend()
+        steps = sorted({r["steps"] for r in ua.values()})
+        fig.suptitle(f"ut-algorithmic: {steps[0]:,}-{steps[-1]:,} steps per model (black: the paper's UT/Transformer/LSTM)")
+        fig.tight_layout()
+        fig.savefig(dest / "ut_algorithmic.png", dpi=100)
+        plt.close(fig)
+    if rd:
+        names = sorted(rd, key=lambda k: rd[k]["val_loss"])
+        labels = [f"{rd[k]['model']}\n{rd[k]['steps']:,} steps" for k in names]
+        fig, axes = plt.subplots(1, 2, figsize=(14, 4))
+        x = range(len(names))
+        axes[0].bar([i - 0.2 for i in x], [rd[k]["greedy_exact"] for k in names], 0.4, label="greedy")
+        axes[0].bar([i + 0.2 for i in x], [rd[k].get("beam_exact", 0.0) for k in names], 0.4, label="beam")
+        axes[0].set(ylabel="exact match (test headwords)")
+        axes[0].legend()
+        axes[1].bar(list(x), [rd[k]["val_loss"] for k in names], 0.6, color="C2")
+        axes[1].set(ylabel="validation loss (nats per target token)")
+        for ax in axes:
+            ax.set_xticks(list(x), labels, fontsize=7)
+            ax.grid(axis="y", alpha=0.3)
+        fig.suptitle("reverse dictionary (GCIDE definition -> headword)")
+        fig.tight_layout()
+        fig.savefig(dest / "reverse_dictionary.png", dpi=100)
+        plt.close(fig)
 
 
 if __name__ == "__main__":
