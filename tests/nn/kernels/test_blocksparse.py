@@ -161,7 +161,7 @@ def test_auto_block_size_picks_a_tile_by_cost_and_matches_reference():
     _close([got[0], *got[1]], [ref[0], *ref[1]], atol=5e-5, rtol=1e-4)
     chosen = [(key, b) for key, b in _BEST.items() if key[0] == (pattern,) and key[2] == 300]
     assert chosen and chosen[0][1] in AUTO_BLOCKS + AUTO_BLOCKS_COMPILED
-    # The pick is the cheapest candidate plan (candidates are built one at a time, not all kept).
+    # The pick is the cheapest candidate plan by the cost model.
     (parts, order, n, m, q_offset, heads, device, fold, compiled), pick = chosen[0]
     from tfamily.nn.kernels.layout import build_plan, plan_cost
     costs = {b: plan_cost(build_plan(parts, order, n, m, q_offset, b, heads, device), fold, compiled)

@@ -21,7 +21,7 @@ class Coordinate(nn.Module):
     from the host at every recurrent step, and on CUDA such a copy waits for the stream. On an
     H100 the UT then took 3.6x fewer training steps than the vanilla Transformer of the same depth
     in the same time (``docs/bench/long_runs_h100``), where on a CPU the two step equally fast;
-    not re-timed on a GPU since this change. The position part of the last int
+    since this change the two run the same steps there (``docs/bench/long_runs_h100_offsets``). The position part of the last int
     (offset, length) is kept and shared by every step of one forward, the step part for
     steps 1..k; both are plain attributes (never saved), rebuilt on another device or mode."""
 
