@@ -316,7 +316,8 @@ def test_plan_rows_list_every_live_tile_once():
     plan = get_plan(parts, qo, 100, 100, 0, BLOCK, None, torch.device("cpu"))
     q_index, q_valid, k_index, row_ptr, cols, mids, widths, masks = fused_blocks.plan_rows(plan)
     assert row_ptr[-1] == cols.numel() == mids.numel() == widths.numel()
-    assert int((mids >= 0).sum()) == masks.shape[0]
+    assert set(mids[mids >= 0].tolist()) == set(range(masks.shape[0]))  # every stored mask is used
+    assert masks.unique(dim=0).shape[0] == masks.shape[0]  # and stored once
     assert bool((widths[mids < 0] == BLOCK).all())  # a tile allowed everywhere is scored whole
     live = sum(int(bk.mask.view(bk.kv.shape[0], BLOCK, -1, BLOCK).any(1).any(-1).sum()) for bk in plan.buckets)
     assert cols.numel() == live

@@ -126,7 +126,7 @@ def _block_mask(plan: Plan, parts):
                      torch.zeros(H * nq, nk, dtype=torch.int32, device=dev)) for kind in ("partial", "full")}
     for bk in plan.buckets:
         R, K = bk.kv.shape
-        live = bk.mask.view(R, B, K, B).any(1).any(-1)
+        live = bk.live
         for kind, sel in (("partial", live & ~bk.full), ("full", bk.full)):
             order = torch.sort((~sel).to(torch.uint8), dim=1, stable=True).indices
             num, idx = tables[kind]

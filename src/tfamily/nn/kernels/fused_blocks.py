@@ -38,36 +38,32 @@ def plan_rows(plan: Plan) -> tuple:
     """The plan as compressed rows, cached on it: ``(q_index, q_valid, k_index, row_ptr, cols,
     mids, widths, masks)``. Row ``head * n_q_tiles + tile`` visits key tiles
     ``cols[row_ptr[r]:row_ptr[r+1]]``; ``mids`` is -1 for a tile allowed everywhere, else the index
-    of its (B, B) mask in ``masks``; ``widths`` the keys the kernel scores from the tile's start: B,
+    of its (B, B) mask in ``masks``, the plan's table of distinct masks (entries share them); ``widths`` the keys the kernel scores from the tile's start: B,
     or up to the last column any of the tile's queries may see (longformer's 16 global columns in
     a 128-key tile are 16 keys, not 128)."""
     hit = plan.cache.get("rows")
     if hit is not None:
         return hit
     B = plan.block
-    rows, cols, full, tiles, widths = [], [], [], [], []
+    rows, cols, mids = [], [], []
     for bk in plan.buckets:
-        R, K = bk.kv.shape
-        t = bk.mask.view(R, B, K, B).permute(0, 2, 1, 3)  # (R, K, B, B)
-        live = t.any(-1).any(-1)
-        rows.append(bk.rows[:, None].expand(R, K)[live])
+        live = bk.live
+        rows.append(bk.rows[:, None].expand(bk.kv.shape)[live])
         cols.append(bk.kv[live])
-        full.append(t.all(-1).all(-1)[live])
-        tiles.append(t[live])
-        seen = tiles[-1].any(-2)  # (live, B): columns some query of the tile may see
-        widths.append(B - seen.flip(-1).to(torch.uint8).argmax(-1))
-    rows, cols, full, tiles, widths = (torch.cat(x) for x in (rows, cols, full, tiles, widths))
+        mids.append(bk.mids[live])
+    rows, cols, mids = (torch.cat(x) for x in (rows, cols, mids))
     order = torch.sort(rows, stable=True).indices
-    rows, cols, full, tiles, widths = rows[order], cols[order], full[order], tiles[order], widths[order]
+    rows, cols, mids = rows[order], cols[order], mids[order].to(torch.int32)
     n_rows = plan.n_layout_heads * plan.n_q_tiles
     row_ptr = torch.zeros(n_rows + 1, dtype=torch.long)
     row_ptr[1:] = torch.bincount(rows, minlength=n_rows).cumsum(0)
-    mids = torch.full(rows.shape, -1, dtype=torch.int32)
-    partial = ~full
-    mids[partial] = torch.arange(int(partial.sum()), dtype=torch.int32)
+    # Each distinct mask's width: up to its last column some query of the tile may see.
+    seen = plan.masks.any(-2)  # (U, B)
+    mask_widths = torch.cat([B - seen.flip(-1).to(torch.uint8).argmax(-1), torch.tensor([B])])
+    widths = mask_widths[torch.where(mids >= 0, mids.long(), -1)]  # FULL reads the appended B
     out = (plan.q_index.contiguous(), plan.q_valid.to(torch.uint8).contiguous(), plan.k_index.contiguous(),
-           row_ptr, cols.to(torch.int32).contiguous(), mids, widths.to(torch.int32).contiguous(),
-           tiles[partial].to(torch.uint8).contiguous())
+           row_ptr, cols.to(torch.int32).contiguous(), mids.contiguous(), widths.to(torch.int32).contiguous(),
+           plan.masks.to(torch.uint8).contiguous())
     plan.cache["rows"] = out
     return out
 

@@ -8,6 +8,14 @@ to whole tiles. The plan never builds an L x L mask: patterns propose candidate
 tile pairs (``block_candidates``), the exact mask is evaluated only on those tiles,
 and empty ones are dropped. Query rows are bucketed by how many key tiles they
 visit, so a global row that sees everything does not pad every other row.
+
+A tile entry stores no mask of its own: a tile allowed everywhere is a flag, and a
+partial tile an index into the plan's table of *distinct* (B, B) masks. A window's
+diagonal tiles, a random block's rectangle, a global column: each is one mask however
+long the sequence, so the plan's memory is a few integers per tile entry (bigbird at
+64K held 7-11 GB of per-entry masks while its candidate plans were built). The dense
+(R, B, K * B) masks that the gather-and-SDPA path feeds to SDPA are built from the
+table on first use (``Bucket.mask``).
 """
 from __future__ import annotations
 
@@ -26,25 +34,60 @@ _CHUNK_ELEMENTS = 1 << 23
 _LADDER = sorted({max(1, round(1.25 ** i)) for i in range(64)} | {1, 2, 3, 4, 5, 6, 8})
 
 
+# A slot's entry in ``Bucket.mids``: the tile is allowed everywhere, or the slot is empty
+# (row padding, or a band slot no tile fills). Other entries index the plan's mask table.
+FULL, EMPTY = -1, -2
+
+
 @dataclass
 class Bucket:
     """Query tiles that visit at most ``kv.shape[1]`` key tiles.
 
     ``rows``: (R,) layout rows, ``head * n_q_tiles + q_tile``. ``kv``: (R, K) key tile
     ids on the virtual key axis (padding slots repeat tile 0 and are masked out).
-    ``mask``: (R, B, K * B) bool, True where query may see key. ``full``: (R, K) tiles
-    allowed everywhere; ``count``: (R,) real slots."""
+    ``mids``: (R, K) int32, ``FULL``, ``EMPTY`` or the index of the slot's (B, B) mask in
+    ``masks``, the plan's table of distinct masks (U, B, B) bool. ``count``: (R,) real slots."""
 
     rows: Tensor
     kv: Tensor
-    mask: Tensor
-    full: Tensor
+    mids: Tensor
+    masks: Tensor
     count: Tensor
     all_rows: bool = False       # rows are every layout row, in order
     band: int | None = None      # slot s of row r is key tile r + band + s (see _as_band)
     consecutive: bool = False    # rows are r0, r0 + 1, ... (a slice, not a gather)
     causal_diagonal: bool = False  # one slot per row, its own tile, lower-triangular
     cache: dict = field(default_factory=dict, repr=False)  # kernels' derived tensors
+
+    @property
+    def full(self) -> Tensor:
+        """(R, K) tiles allowed everywhere."""
+        return self.mids == FULL
+
+    @property
+    def live(self) -> Tensor:
+        """(R, K) slots holding a tile some query of the row may see."""
+        return self.mids != EMPTY
+
+    @property
+    def mask(self) -> Tensor:
+        """(R, B, K * B) bool, True where query may see key: the dense masks of the gather
+        path, built from the table on first use and kept (that path needs them every call)."""
+        dense = self.cache.get("mask")
+        if dense is None:
+            R, K = self.mids.shape
+            B = self.masks.shape[-1]
+            table = torch.cat([self.masks, self.masks.new_ones(1, B, B), self.masks.new_zeros(1, B, B)])
+            # FULL (-1) -> U, the ones; EMPTY (-2) -> U + 1, the zeros.
+            idx = torch.where(self.mids >= 0, self.mids, self.masks.shape[0] - 1 - self.mids).long()
+            dense = self.cache["mask"] = table[idx].permute(0, 2, 1, 3).reshape(R, B, K * B)
+        return dense
+
+    @property
+    def scores(self) -> int:
+        """Scores the bucket's dense tiles hold (padding slots included): R * B * K * B."""
+        R, K = self.mids.shape
+        return R * K * self.masks.shape[-1] ** 2
 
 
 @dataclass
@@ -64,6 +107,7 @@ class Plan:
     k_perms: list                # per part: (m,) natural key index in that copy's order
     k_pads: list                 # per part: padded length
     buckets: list
+    masks: Tensor                # (U, B, B) bool: the distinct partial tile masks (Bucket.mids index them)
     row_any: Tensor              # (H, n) natural order: the query sees some key
     q_slot: Tensor               # (n,) virtual slot of each natural query
 
@@ -156,7 +200,7 @@ def plan_cost(plan: Plan, fold: int = 1, compiled: bool = False) -> float:
     with that many query rows."""
     rows = plan.block if compiled else plan.block * fold
     per_score = next((c for r, c in (_ROW_COST_COMPILED if compiled else _ROW_COST) if rows <= r), 1.0)
-    return per_score * fold * sum(bk.mask.numel() for bk in plan.buckets)
+    return per_score * fold * sum(bk.scores for bk in plan.buckets)
 
 
 def _ordered(pos: Tensor, order) -> Tensor:
@@ -194,6 +238,7 @@ def build_plan(parts, query_order, n, m, q_offset, block, heads, device) -> Plan
     tile_part = k_part.view(n_k_tiles, block)[:, 0]
     starts = [0] + list(torch.tensor(k_pads).cumsum(0).div(block, rounding_mode="floor").tolist())
     grouped: dict[int, list] = {}
+    table = _MaskTable(block, dev)
     row_any = torch.zeros(H, q_index.numel(), dtype=torch.bool, device=dev)
     chunk = max(1, _CHUNK_ELEMENTS // (H * block * block * max(1, n_k_tiles)))
     # Candidate superset first (cheap), then the exact mask only on candidate tiles.
@@ -210,19 +255,92 @@ def build_plan(parts, query_order, n, m, q_offset, block, heads, device) -> Plan
         keep, valid = _compact(tiles.any(-1).any(-1))
         idx = torch.gather(order, -1, keep)
         tiles = torch.gather(tiles, 2, keep[..., None, None].expand(-1, -1, -1, block, block))
-        _bucket(grouped, n_q_tiles, c0, idx, valid, tiles)
-    buckets = [_collate(e, block, H * n_q_tiles) for e in _merge_small(grouped)]
+        _bucket(grouped, n_q_tiles, c0, idx, table.ids(tiles, valid))
+    masks = table.tensor()
+    buckets = [_collate(e, masks, H * n_q_tiles) for e in _merge_small(grouped)]
     if heads is None:  # one layout shared by all heads
-        buckets = [_as_band(bk, block) or bk for bk in buckets]
+        buckets = [_as_band(bk) or bk for bk in buckets]
     natural = torch.zeros(H, n, dtype=torch.bool, device=dev)
     natural[:, q_index[:n]] = row_any[:, :n]
     q_slot = torch.empty(n, dtype=torch.long, device=dev)
     q_slot[q_index[:n]] = torch.arange(n, device=dev)
     return Plan(block, n, n_q_tiles, n_k_tiles, heads, q_index, q_valid, q_pos, k_index, k_valid,
-                k_index, k_part, k_perms, k_pads, buckets, natural, q_slot,
+                k_index, k_part, k_perms, k_pads, buckets, masks, natural, q_slot,
                 query_order is None and n % block == 0,
                 len(parts) == 1 and key_order(parts[0]) is None and m % block == 0,
                 bool(natural.all()))
+
+
+class _MaskTable:
+    """The plan's distinct partial tile masks, filled chunk by chunk.
+
+    Masks are matched by a 64-bit hash of their bytes (one vectorised pass), then checked
+    equal to the mask stored under that hash, so a hash collision can never merge two
+    different masks: a colliding mask is stored again under its own id."""
+
+    def __init__(self, block: int, device: torch.device):
+        self.block, self.device = block, device
+        self._by_hash: dict[int, list[int]] = {}
+        self._masks: list[Tensor] = []
+        gen = torch.Generator().manual_seed(0x7F4A7C15)
+        # Masks are hashed as 8-byte words when B * B bytes split into them, else byte by byte.
+        self._words = block * block % 8 == 0
+        n = block * block // 8 if self._words else block * block
+        # Odd weights: sum(word * weight) wrapping mod 2**64 (a multiplicative hash).
+        self._weights = (torch.randint(0, 2 ** 62, (n,), generator=gen) * 2 + 1).to(device)
+
+    def _hash(self, flat: Tensor) -> Tensor:
+        """(P, B * B) bool -> (P,) int64."""
+        if self._words:
+            words = flat.contiguous().view(torch.uint8).view(flat.shape[0], -1, 8).view(torch.int64)[..., 0]
+        else:
+            words = flat.long()
+        return (words * self._weights).sum(-1)
+
+    def ids(self, tiles: Tensor, valid: Tensor) -> Tensor:
+        """``tiles`` (..., B, B) bool with ``valid`` (...) -> (...) int32 slot entries:
+        ``FULL``, ``EMPTY`` or the table index of the slot's mask (added when new)."""
+        B = self.block
+        full = tiles.all(-1).all(-1) & valid
+        out = torch.full(valid.shape, EMPTY, dtype=torch.int32, device=valid.device)
+        out[full] = FULL
+        partial = valid & ~full
+        if not bool(partial.any()):
+            return out
+        flat = tiles[partial].reshape(-1, B * B)
+        hashes, first, inverse = _unique_first(self._hash(flat))
+        reps = flat[first]
+        if not bool((reps[inverse] == flat).all()):  # a collision inside the chunk: compare exactly
+            reps, inverse = torch.unique(flat, dim=0, return_inverse=True)
+            hashes = self._hash(reps)
+        ids = torch.empty(reps.shape[0], dtype=torch.int32, device=valid.device)
+        for j, (hsh, rep) in enumerate(zip(hashes.tolist(), reps)):
+            ids[j] = self._id(hsh, rep)
+        out[partial] = ids[inverse]
+        return out
+
+    def _id(self, hsh: int, rep: Tensor) -> int:
+        for i in self._by_hash.get(hsh, ()):
+            if torch.equal(self._masks[i], rep):
+                return i
+        self._masks.append(rep.clone())
+        self._by_hash.setdefault(hsh, []).append(len(self._masks) - 1)
+        return len(self._masks) - 1
+
+    def tensor(self) -> Tensor:
+        """(U, B, B) bool."""
+        B = self.block
+        if not self._masks:
+            return torch.zeros(0, B, B, dtype=torch.bool, device=self.device)
+        return torch.stack(self._masks).view(-1, B, B)
+
+
+def _unique_first(x: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+    """1-D ``x`` -> (unique values, the first index of each in ``x``, the inverse map)."""
+    values, inverse = torch.unique(x, return_inverse=True)
+    first = torch.full(values.shape, x.numel(), dtype=torch.long, device=x.device)
+    first.scatter_reduce_(0, inverse, torch.arange(x.numel(), device=x.device), "amin")
+    return values, first, inverse
 
 
 def _compact(sel: Tensor) -> tuple[Tensor, Tensor]:
@@ -250,20 +368,20 @@ def _tile_masks(parts, h_ids, q_tiles, q_valid, k_tiles, k_valid, tile_part, idx
     return out & live
 
 
-def _bucket(grouped: dict, n_q_tiles: int, c0: int, idx: Tensor, valid: Tensor, tiles: Tensor) -> None:
+def _bucket(grouped: dict, n_q_tiles: int, c0: int, idx: Tensor, mids: Tensor) -> None:
     H, C, K = idx.shape
-    count = valid.sum(-1).clamp(min=1).flatten()
+    count = (mids != EMPTY).sum(-1).clamp(min=1).flatten()
     rows = (torch.arange(H, device=idx.device)[:, None] * n_q_tiles + c0
             + torch.arange(C, device=idx.device)[None, :]).flatten()
     ladder = torch.tensor(_LADDER, device=idx.device)
     caps = ladder[torch.searchsorted(ladder, count)]
-    full = (tiles.all(-1).all(-1) & valid).flatten(0, 1)
-    idx, tiles = idx.flatten(0, 1), tiles.flatten(0, 1)
+    idx, mids = idx.flatten(0, 1), mids.flatten(0, 1)
     for cap in caps.unique().tolist():
         sel = caps == cap
         pad = max(0, cap - K)
-        take = lambda t: torch.nn.functional.pad(t[sel][:, :cap], [0, 0] * (t.dim() - 2) + [0, pad])  # noqa
-        grouped.setdefault(cap, []).append((rows[sel], take(idx), take(tiles), take(full), count[sel]))
+        grouped.setdefault(cap, []).append((rows[sel], torch.nn.functional.pad(idx[sel][:, :cap], [0, pad]),
+                                            torch.nn.functional.pad(mids[sel][:, :cap], [0, pad], value=EMPTY),
+                                            count[sel]))
 
 
 def _merge_small(grouped: dict) -> list[list]:
@@ -285,25 +403,25 @@ def _merge_small(grouped: dict) -> list[list]:
     return out
 
 
-def _collate(entries: list, block: int, n_rows: int) -> Bucket:
+def _collate(entries: list, masks: Tensor, n_rows: int) -> Bucket:
     K = max(e[1].shape[1] for e in entries)
-    pad = lambda t: torch.nn.functional.pad(t, [0, 0] * (t.dim() - 2) + [0, K - t.shape[1]])  # noqa: E731
-    rows, kv, tiles, full, count = (torch.cat(t) for t in zip(*[
-        (r, pad(i), pad(t), pad(f), c) for r, i, t, f, c in entries]))
+    rows = torch.cat([e[0] for e in entries])
+    kv = torch.cat([torch.nn.functional.pad(e[1], [0, K - e[1].shape[1]]) for e in entries])
+    mids = torch.cat([torch.nn.functional.pad(e[2], [0, K - e[2].shape[1]], value=EMPTY) for e in entries])
+    count = torch.cat([e[3] for e in entries])
     order = torch.argsort(rows)
-    rows, kv, tiles, full, count = rows[order], kv[order], tiles[order], full[order], count[order]
-    R = rows.numel()
-    all_rows = R == n_rows  # rows are distinct, so R == n_rows means all of them, sorted
-    return Bucket(rows, kv, tiles.permute(0, 2, 1, 3).reshape(R, block, K * block), full, count, all_rows)
+    rows, kv, mids, count = rows[order], kv[order], mids[order], count[order]
+    all_rows = rows.numel() == n_rows  # rows are distinct, so R == n_rows means all of them, sorted
+    return Bucket(rows, kv, mids, masks, count, all_rows)
 
 
-def _as_band(bk: Bucket, block: int) -> Bucket | None:
+def _as_band(bk: Bucket) -> Bucket | None:
     """Re-lay a bucket whose rows read a sliding run of key tiles (row r reads tiles
     r + lo ... r + hi) so slot s is always tile r + lo + s. Kernels then read keys
     through an overlapping ``unfold`` view instead of gathering a copy per row.
     Returns None when the run is wider than the gathered layout by a quarter."""
     R, K = bk.kv.shape
-    live = bk.mask.view(R, block, K, block).any(1).any(-1)
+    live = bk.live
     if not live.any():
         return None
     rel = bk.kv - bk.rows[:, None]
@@ -311,21 +429,19 @@ def _as_band(bk: Bucket, block: int) -> Bucket | None:
     width = hi - lo + 1
     if width > K + max(1, K // 4):
         return None
-    tiles = bk.mask.view(R, block, K, block)
-    new = torch.zeros(R, block, width, block, dtype=torch.bool, device=bk.mask.device)
-    full = torch.zeros(R, width, dtype=torch.bool, device=bk.mask.device)
-    r_idx = torch.arange(R, device=bk.mask.device)
+    mids = torch.full((R, width), EMPTY, dtype=bk.mids.dtype, device=bk.mids.device)
+    r_idx = torch.arange(R, device=bk.mids.device)
     for s in range(K):
         sel = live[:, s]
-        slot = rel[sel, s] - lo
-        new[r_idx[sel], :, slot] = tiles[sel, :, s]
-        full[r_idx[sel], slot] = bk.full[sel, s]
+        mids[r_idx[sel], rel[sel, s] - lo] = bk.mids[sel, s]
     kv = bk.rows[:, None] + lo + torch.arange(width, device=bk.kv.device)
     consecutive = bool((bk.rows == bk.rows[0] + torch.arange(R, device=bk.rows.device)).all())
-    tril = torch.ones(block, block, dtype=torch.bool, device=new.device).tril()
-    diagonal = width == 1 and bool((new[:, :, 0] == tril).all())
-    return Bucket(bk.rows, kv, new.view(R, block, width * block), full, bk.count, bk.all_rows, lo, consecutive,
-                  diagonal)
+    diagonal = False
+    if width == 1 and bool((mids >= 0).all()):
+        B = bk.masks.shape[-1]
+        tril = torch.ones(B, B, dtype=torch.bool, device=bk.masks.device).tril()
+        diagonal = bool((bk.masks[mids.unique().long()] == tril).all())
+    return Bucket(bk.rows, kv, mids, bk.masks, bk.count, bk.all_rows, lo, consecutive, diagonal)
 
 
 @functools.lru_cache(maxsize=256)
