@@ -58,3 +58,15 @@ def test_bench_attention_in_bfloat16_names_the_bf16_kernel(tmp_path, capsys, mon
         assert {r["dtype"] for r in rows.values()} == {"bfloat16"}
         assert rows["sliding_window"]["impl"] == (impl if native.ops() is not None else "pytorch")
         assert rows["sliding_window"]["fwd_bwd_ms"] > 0 and rows["dense_causal_sdpa"]["fwd_bwd_ms"] > 0
+
+
+def test_ratios_against_the_fastest_dense_time_of_the_run():
+    from tfamily.bench.attention import add_ratios
+    rows = [dict(seq_len=L, dtype="float32", causal_density=d, fwd_bwd_ms=t, dense_fwd_bwd_ms=dense)
+            for L, d, t, dense in ((16, 1.0, 100.0, 100.0), (16, 0.1, 30.0, 200.0), (16, 0.1, 15.0, 150.0),
+                                   (32, 0.1, 20.0, 100.0))]
+    add_ratios(rows)
+    assert [r["vs_target"] for r in rows] == [1.0, 1.5, 1.0, 2.0]
+    assert [r["dense_best_ms"] for r in rows] == [100.0, 100.0, 100.0, 100.0]
+    # a worker whose own dense call ran slow is held to the fastest dense call of its length
+    assert [r["vs_target_best_dense"] for r in rows] == [1.0, 3.0, 1.5, 2.0]

@@ -11,7 +11,8 @@ heads); ``causal_density`` the same over the L (L + 1) / 2 causal pairs, i.e. th
 fraction of dense causal work. ``vs_target`` = fwd_bwd_ms / (causal_density x
 dense_fwd_bwd_ms), where ``dense_fwd_bwd_ms`` is dense causal SDPA timed in the same
 worker right after the pattern (steadier than a separate run on a shared machine);
-the issue's target is <= 1.5 at L = 16K. Times are the fastest of a few runs.
+``vs_target_best_dense`` uses the fastest dense time of the whole run instead (the
+conservative ratio, ``add_ratios``); the issue's target is <= 1.5 at L = 16K. Times are the fastest of a few runs.
 
 Workers run with ``THP_MEM_ALLOC_ENABLE=1`` (unless the variable is set): PyTorch then
 asks for transparent huge pages for large CPU tensors. On the 2-core development VM,
@@ -33,7 +34,7 @@ from .results import write_rows
 BASELINE = "dense_causal_sdpa"
 TILED_CAUSAL = "causal_tiles"  # dense causal through the block-sparse tiles (opt-in by name)
 FIELDS = ["pattern", "kernel", "impl", "seq_len", "density", "causal_density", "fwd_ms", "fwd_bwd_ms", "peak_mb",
-          "plan_ms", "dense_fwd_bwd_ms", "vs_target", "batch", "heads", "d_head", "block_size", "device", "dtype"]
+          "plan_ms", "dense_fwd_bwd_ms", "vs_target", "dense_best_ms", "vs_target_best_dense", "batch", "heads", "d_head", "block_size", "device", "dtype"]
 
 
 def add_args(p) -> None:
@@ -76,9 +77,7 @@ def run(args) -> int:
     for name in [BASELINE] + names:
         rows += _spawn(name, args)
         print(f"# {name}: done", file=sys.stderr, flush=True)
-    for r in rows:
-        ok = r["fwd_bwd_ms"] is not None and r["dense_fwd_bwd_ms"]
-        r["vs_target"] = round(r["fwd_bwd_ms"] / (r["causal_density"] * r["dense_fwd_bwd_ms"]), 3) if ok else None
+    add_ratios(rows)
     out = write_rows(args.out, "attention", rows, FIELDS)
     plot(rows, Path(args.plot) if args.plot else out / "attention.png")
     if args.json:
@@ -86,6 +85,25 @@ def run(args) -> int:
     else:
         _table(rows)
     return 0
+
+
+def add_ratios(rows: list[dict]) -> None:
+    """``vs_target`` against the dense time of the row's own worker; ``vs_target_best_dense``
+    against the fastest dense time any worker measured at that length and dtype. Other load only
+    ever adds time, so the second is the conservative ratio: a worker whose dense call was slowed
+    cannot flatter its pattern (fp32 SDPA at 16K took 4.4-6.7 s across the workers of one run)."""
+    best: dict = {}
+    for r in rows:
+        if r.get("dense_fwd_bwd_ms"):
+            key = (r["seq_len"], r.get("dtype"))
+            best[key] = min(best.get(key, float("inf")), r["dense_fwd_bwd_ms"])
+    for r in rows:
+        ok = r["fwd_bwd_ms"] is not None and r["dense_fwd_bwd_ms"]
+        r["vs_target"] = round(r["fwd_bwd_ms"] / (r["causal_density"] * r["dense_fwd_bwd_ms"]), 3) if ok else None
+        fastest = best.get((r["seq_len"], r.get("dtype")))
+        r["dense_best_ms"] = fastest
+        r["vs_target_best_dense"] = (round(r["fwd_bwd_ms"] / (r["causal_density"] * fastest), 3)
+                                     if ok and fastest else None)
 
 
 def _spawn(name: str, args) -> list[dict]:
@@ -223,7 +241,7 @@ def allowed_pairs(pattern, L: int, n_heads: int, block, device) -> int:
         for qo, parts in split(p):
             per = any(is_per_head(x) for x in parts)
             plan = get_plan(parts, qo, L, L, 0, block, heads if per else None, device)
-            n = sum(int(bk.mask.sum()) for bk in plan.buckets)
+            n = sum(bk.allowed for bk in plan.buckets)
             total += n if per else n * len(heads)
         return total
     return count(pattern, tuple(range(n_heads)))
@@ -265,12 +283,14 @@ def plot(rows: list[dict], path: Path) -> None:
 
 
 def _table(rows: list[dict]) -> None:
-    print(f"{'pattern':<24}{'L':>7}{'density':>9}{'fwd ms':>10}{'fwd+bwd ms':>12}{'peak MB':>9}{'vs target':>10}")
+    print(f"{'pattern':<24}{'L':>7}{'density':>9}{'fwd ms':>10}{'fwd+bwd ms':>12}{'peak MB':>9}{'vs target':>10}"
+          f"{'vs fastest dense':>18}")
     for r in rows:
         fb = "-" if r["fwd_bwd_ms"] is None else f"{r['fwd_bwd_ms']:.1f}"
         vt = "-" if r["vs_target"] is None else f"{r['vs_target']:.2f}"
+        vb = "-" if r.get("vs_target_best_dense") is None else f"{r['vs_target_best_dense']:.2f}"
         print(f"{r['pattern']:<24}{r['seq_len']:>7}{r['density']:>9.4f}{r['fwd_ms']:>10.1f}{fb:>12}"
-              f"{r['peak_mb']:>9.1f}{vt:>10}")
+              f"{r['peak_mb']:>9.1f}{vt:>10}{vb:>18}")
 
 
 if __name__ == "__main__":

@@ -74,3 +74,12 @@ def test_a_hash_collision_never_merges_two_masks(monkeypatch):
         assert b.masks.shape == a.masks.shape
         for x, y in zip(a.buckets, b.buckets):
             assert torch.equal(x.mask, y.mask)
+
+
+@pytest.mark.parametrize("name", ["bigbird", "longformer", "fixed_merged", "mixed_heads"])
+def test_allowed_and_scores_count_the_dense_masks(name):
+    pattern = examples(200, toys=True)[name]
+    for plan in _plans(pattern, 200):
+        for bk in plan.buckets:
+            assert bk.allowed == int(bk.mask.sum())
+            assert bk.scores == bk.mask.numel()

@@ -78,10 +78,20 @@ class Bucket:
             R, K = self.mids.shape
             B = self.masks.shape[-1]
             table = torch.cat([self.masks, self.masks.new_ones(1, B, B), self.masks.new_zeros(1, B, B)])
-            # FULL (-1) -> U, the ones; EMPTY (-2) -> U + 1, the zeros.
-            idx = torch.where(self.mids >= 0, self.mids, self.masks.shape[0] - 1 - self.mids).long()
-            dense = self.cache["mask"] = table[idx].permute(0, 2, 1, 3).reshape(R, B, K * B)
+            dense = self.cache["mask"] = table[self._table_index()].permute(0, 2, 1, 3).reshape(R, B, K * B)
         return dense
+
+    def _table_index(self) -> Tensor:
+        """``mids`` as indices into the table with a ones mask (FULL) and a zeros mask (EMPTY)
+        appended: FULL (-1) -> U, EMPTY (-2) -> U + 1."""
+        return torch.where(self.mids >= 0, self.mids, self.masks.shape[0] - 1 - self.mids).long()
+
+    @property
+    def allowed(self) -> int:
+        """Allowed (query, key) pairs in the bucket, counted from the table (no dense masks)."""
+        B = self.masks.shape[-1]
+        per_mask = torch.cat([self.masks.flatten(1).sum(1), torch.tensor([B * B, 0], device=self.masks.device)])
+        return int(per_mask[self._table_index()].sum())
 
     @property
     def scores(self) -> int:
