@@ -10,7 +10,8 @@ Density is the fraction of the L x L score matrix a pattern allows (averaged ove
 heads); ``causal_density`` the same over the L (L + 1) / 2 causal pairs, i.e. the
 fraction of dense causal work. ``vs_target`` = fwd_bwd_ms / (causal_density x
 dense_fwd_bwd_ms), where ``dense_fwd_bwd_ms`` is dense causal SDPA timed in the same
-worker right after the pattern (steadier than a separate run on a shared machine);
+worker in alternating rounds with the pattern (steadier than a separate run on a shared
+machine);
 ``vs_target_best_dense`` uses the fastest dense time of the whole run instead (the
 conservative ratio, ``add_ratios``); the issue's target is <= 1.5 at L = 16K. Times are the fastest of a few runs.
 
@@ -164,8 +165,9 @@ def _worker(args) -> int:
                 fn(q, k, v)  # builds and caches the plan
             plan_ms = (time.perf_counter() - t0) * 1e3
             from ..nn.kernels.layout import _BEST
-            allowed, kernel_name = allowed_pairs(pattern, L, h, args.block_size, dev), args.kernel
+            # The kernel's picks, read before allowed_pairs plans with the gather path's cost model.
             tiles = sorted({b for key, b in _BEST.items() if key[2] == L}) if args.block_size == "auto" else []
+            allowed, kernel_name = allowed_pairs(pattern, L, h, args.block_size, dev), args.kernel
         if cuda:
             torch.cuda.reset_peak_memory_stats(dev)
         # At least 3 timed calls even at 16K+: one call there moved by up to 2x on a shared VM
@@ -176,13 +178,15 @@ def _worker(args) -> int:
         trainable = not (args.kernel == "flex" and dev.type == "cpu" and args.worker != BASELINE)
         fwd_bwd = dense = None
         qg, kg, vg = (t.clone().requires_grad_() for t in (q, k, v))
+        timed = {}
         if trainable:
-            fwd_bwd = _time(lambda: fn(qg, kg, vg).backward(grad), reps, cuda)
+            timed["pattern"] = lambda: fn(qg, kg, vg).backward(grad)
         if args.worker != BASELINE:
-            # Dense causal in the same process, right after: on a shared machine the ratio
-            # of two back-to-back timings is far steadier than timings minutes apart.
-            dense = _time(lambda: F.scaled_dot_product_attention(qg, kg, vg, is_causal=True).backward(grad),
-                          max(2, reps - 1), cuda, warm=L <= 4096)
+            # Dense causal in the same process, in alternating rounds with the pattern: a slow
+            # spell on a shared machine then hits both, not one of the two.
+            timed["dense"] = lambda: F.scaled_dot_product_attention(qg, kg, vg, is_causal=True).backward(grad)
+        best = _time_alternating(timed, reps, cuda, warm=L <= 4096)
+        fwd_bwd, dense = best.get("pattern"), best.get("dense")
         peak = (torch.cuda.max_memory_allocated(dev) / 2 ** 20 if cuda else _peak_rss_mb() - start)
         rows.append(dict(pattern=args.worker, kernel=kernel_name, impl=_impl(args, q), seq_len=L,
                          density=round(allowed / (h * L * L), 5),
@@ -208,6 +212,25 @@ def _impl(args, q) -> str:
     if fused_blocks.usable(q) is None:
         return "pytorch"
     return "compiled-bf16" if q.dtype == torch.bfloat16 and fused_blocks.bf16_tiles() else "compiled"
+
+
+def _time_alternating(fns: dict, reps: int, cuda: bool, warm: bool = True) -> dict:
+    """Fastest of ``reps`` alternating rounds of each function (one call of each per round)."""
+    import torch
+    if warm:
+        for fn in fns.values():
+            fn()
+    times: dict = {name: [] for name in fns}
+    for _ in range(reps):
+        for name, fn in fns.items():
+            if cuda:
+                torch.cuda.synchronize()
+            t0 = time.perf_counter()
+            fn()
+            if cuda:
+                torch.cuda.synchronize()
+            times[name].append(time.perf_counter() - t0)
+    return {name: min(t) * 1e3 for name, t in times.items()}
 
 
 def _time(fn, reps: int, cuda: bool, warm: bool = True) -> float:

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from tfamily.nn.kernels import layout
-from tfamily.nn.kernels.layout import EMPTY, FULL, build_plan, split
+from tfamily.nn.kernels.layout import EMPTY, build_plan, split
 from tfamily.nn.patterns.examples import examples
 
 BLOCK = 16
@@ -40,16 +40,17 @@ def _exact(plan, parts, bk):
     return (allowed & live & slot[..., None, None]).permute(0, 2, 1, 3).reshape(R, B, K * B)
 
 
+@pytest.mark.parametrize("block", [BLOCK, 6])  # 6 x 6 masks are not whole 8-byte words: hashed bytewise
 @pytest.mark.parametrize("name", list(examples(200, toys=True)))
-def test_entries_index_distinct_masks_that_rebuild_the_exact_mask(name):
+def test_entries_index_distinct_masks_that_rebuild_the_exact_mask(name, block):
     pattern = examples(200, toys=True)[name]
-    for plan, (_, parts) in zip(_plans(pattern, 200), split(pattern)):
+    for plan, (_, parts) in zip(_plans(pattern, 200, block=block), split(pattern)):
         assert plan.masks.unique(dim=0).shape[0] == plan.masks.shape[0]
         assert not bool(plan.masks.all(-1).all(-1).any())  # a tile allowed everywhere is FULL, not a mask
         for bk in plan.buckets:
             assert bool(((bk.mids >= EMPTY) & (bk.mids < plan.masks.shape[0])).all())
             torch.testing.assert_close(bk.mask, _exact(plan, parts, bk), rtol=0, atol=0)
-            assert torch.equal(bk.full, bk.mask.view(*bk.mask.shape[:2], -1, BLOCK).all(1).all(-1) & (bk.mids == FULL))
+            assert torch.equal(bk.full, bk.mask.view(bk.mask.shape[0], block, -1, block).all(1).all(-1))
 
 
 @pytest.mark.parametrize("name", ["sliding_window", "longformer", "local_1d", "bigbird", "fixed_heads"])
@@ -83,3 +84,26 @@ def test_allowed_and_scores_count_the_dense_masks(name):
         for bk in plan.buckets:
             assert bk.allowed == int(bk.mask.sum())
             assert bk.scores == bk.mask.numel()
+
+
+@pytest.mark.parametrize("compiled", [True, False])
+@pytest.mark.parametrize("name", [n for n in examples(1024, toys=True) if n != "causal"])
+def test_auto_stops_early_only_when_no_larger_tile_can_win(name, compiled):
+    # The pruned search picks what costing every candidate picks.
+    pattern = examples(1024, toys=True)[name]
+    sizes = layout.AUTO_BLOCKS_COMPILED if compiled else layout.AUTO_BLOCKS
+    for qo, parts in split(pattern):
+        heads = (0, 1, 2, 3) if layout.parts_per_head(parts) else None
+        for fold in (1, 2):
+            full = {b: layout.plan_cost(build_plan(parts, qo, 1024, 1024, 0, b, heads, CPU), fold, compiled)
+                    for b in sizes}
+            pruned = layout._auto_costs(parts, qo, 1024, 1024, 0, heads, CPU, fold, compiled)
+            assert min(pruned, key=pruned.get) == min(full, key=full.get)
+            assert all(pruned[b] == full[b] for b in pruned)
+
+
+def test_auto_skips_the_large_tiles_a_narrow_window_cannot_use():
+    from tfamily.nn.patterns import SlidingWindow
+    (qo, parts), = split(SlidingWindow(64))
+    costs = layout._auto_costs(parts, qo, 4096, 4096, 0, None, CPU, 1, True)
+    assert 256 not in costs and min(costs, key=costs.get) in (32, 64)

@@ -178,11 +178,10 @@ def get_plan(parts: tuple, query_order, n: int, m: int, q_offset: int, block: in
         key = (parts, query_order, n, m, q_offset, heads, str(device), fold, compiled)
         block = _BEST.get(key)
         if block is None:
-            costs = {b: plan_cost(get_plan(parts, query_order, n, m, q_offset, b, heads, device), fold, compiled)
-                     for b in (AUTO_BLOCKS_COMPILED if compiled else AUTO_BLOCKS) if b <= max(n, 64)}
+            costs = _auto_costs(parts, query_order, n, m, q_offset, heads, device, fold, compiled)
             block = min(costs, key=costs.get)
             _BEST[key] = block
-            for b in costs:  # the losing candidates' plans (masks of every tile) would sit in the cache
+            for b in costs:  # the losing candidates' plans need not sit in the cache
                 if b != block:
                     PLANS.discard((parts, query_order, n, m, q_offset, b, heads, str(device)))
     key = (parts, query_order, n, m, q_offset, block, heads, str(device))
@@ -205,12 +204,39 @@ _ROW_COST_COMPILED = ((32, 1.2), (64, 1.05), (128, 1.0), (256, 1.05))
 _BEST: dict = {}
 
 
+def _per_score(block: int, fold: int, compiled: bool) -> float:
+    rows = block if compiled else block * fold
+    return next((c for r, c in (_ROW_COST_COMPILED if compiled else _ROW_COST) if rows <= r), 1.0)
+
+
 def plan_cost(plan: Plan, fold: int = 1, compiled: bool = False) -> float:
     """Modelled time of a plan: computed scores weighted by the per-score cost of tiles
     with that many query rows."""
-    rows = plan.block if compiled else plan.block * fold
-    per_score = next((c for r, c in (_ROW_COST_COMPILED if compiled else _ROW_COST) if rows <= r), 1.0)
-    return per_score * fold * sum(bk.scores for bk in plan.buckets)
+    return _per_score(plan.block, fold, compiled) * fold * sum(bk.scores for bk in plan.buckets)
+
+
+def _auto_costs(parts, query_order, n, m, q_offset, heads, device, fold, compiled) -> dict:
+    """``plan_cost`` of the candidate tile sizes, smallest first, stopping once no larger one can
+    win. A larger candidate (a multiple of the smaller: its tiles are unions of theirs, over the
+    same virtual axes) has every live smaller tile inside one of its live tiles, so its scores are
+    at least the smaller plan's live area (live tiles x B^2, bucket padding left out): that times
+    the cheapest per-score cost still to come bounds every larger candidate's cost from below.
+    When the bound is no better than the best cost so far, the rest are not built; the pick is
+    the one the full search makes (bigbird at 64K: the 256-row candidate took half the first
+    call's 40 s of planning)."""
+    sizes = [b for b in (AUTO_BLOCKS_COMPILED if compiled else AUTO_BLOCKS) if b <= max(n, 64)]
+    costs: dict = {}
+    for i, b in enumerate(sizes):
+        plan = get_plan(parts, query_order, n, m, q_offset, b, heads, device)
+        costs[b] = plan_cost(plan, fold, compiled)
+        rest = sizes[i + 1:]
+        if not rest or any(r % b for r in rest):
+            continue
+        live = sum(int(bk.live.sum()) for bk in plan.buckets) * b * b
+        bound = min(_per_score(r, fold, compiled) for r in rest) * fold * live
+        if bound >= min(costs.values()):
+            break
+    return costs
 
 
 def _ordered(pos: Tensor, order) -> Tensor:
