@@ -276,15 +276,24 @@ def build_plan(parts, query_order, n, m, q_offset, block, heads, device) -> Plan
     grouped: dict[int, list] = {}
     table = _MaskTable(block, dev)
     row_any = torch.zeros(H, q_index.numel(), dtype=torch.bool, device=dev)
-    chunk = max(1, _CHUNK_ELEMENTS // (H * block * block * max(1, n_k_tiles)))
+    # Query tiles per chunk: the exact masks (H, C, K, B, B) stay near _CHUNK_ELEMENTS, K being the
+    # widest row of candidates seen so far, and the candidate superset (H, C, all key tiles) bool
+    # within 8x that. Chunks start at one query tile and at most double, so rows that widen
+    # along the sequence (causal summaries) cannot overshoot by much. The rule was one tile per
+    # chunk whenever K was taken as every key tile: bigbird at 64K, 32-row tiles, ran 2,048
+    # chunks of Python.
+    c_max = max(1, 8 * _CHUNK_ELEMENTS // (H * max(1, n_k_tiles)))
+    width, chunk, c0 = 1, 0, 0
     # Candidate superset first (cheap), then the exact mask only on candidate tiles.
-    for c0 in range(0, n_q_tiles, chunk):
+    while c0 < n_q_tiles:
+        chunk = max(1, min(2 * chunk, c_max, _CHUNK_ELEMENTS // (H * block * block * width)))
         c1 = min(n_q_tiles, c0 + chunk)
         cand = torch.zeros(H, c1 - c0, n_k_tiles, dtype=torch.bool, device=dev)
         for i, p in enumerate(parts):
             sl = slice(starts[i], starts[i + 1])
             cand[:, :, sl] = candidates(p, qt[c0:c1], kt[sl], heads or (0,)).expand(H, c1 - c0, -1)
         order, valid = _compact(cand)
+        width = max(width, order.shape[-1])
         tiles = _tile_masks(parts, h_ids, qt[c0:c1], q_valid.view(n_q_tiles, block)[c0:c1], kt,
                             k_valid.view(n_k_tiles, block), tile_part, order, valid)
         row_any[:, c0 * block:c1 * block] = tiles.any(2).any(-1).flatten(1)
@@ -292,6 +301,7 @@ def build_plan(parts, query_order, n, m, q_offset, block, heads, device) -> Plan
         idx = torch.gather(order, -1, keep)
         tiles = torch.gather(tiles, 2, keep[..., None, None].expand(-1, -1, -1, block, block))
         _bucket(grouped, n_q_tiles, c0, idx, table.ids(tiles, valid))
+        c0 = c1
     masks = table.tensor()
     buckets = [_collate(e, masks, H * n_q_tiles) for e in _merge_small(grouped)]
     if heads is None:  # one layout shared by all heads
