@@ -107,3 +107,37 @@ def test_auto_skips_the_large_tiles_a_narrow_window_cannot_use():
     (qo, parts), = split(SlidingWindow(64))
     costs = layout._auto_costs(parts, qo, 4096, 4096, 0, None, CPU, 1, True)
     assert 256 not in costs and min(costs, key=costs.get) in (32, 64)
+
+
+def _entries(plan):
+    """(row, key tile) -> the tile's (B, B) mask, for every live entry."""
+    out = {}
+    for bk in plan.buckets:
+        B = plan.block
+        dense = bk.mask.view(bk.kv.shape[0], B, -1, B).permute(0, 2, 1, 3)
+        for r, s in bk.live.nonzero().tolist():
+            out[(int(bk.rows[r]), int(bk.kv[r, s]))] = dense[r, s]
+    return out
+
+
+@pytest.mark.parametrize("factor", [2, 4])
+@pytest.mark.parametrize("name", [n for n in examples(300, toys=True) if n != "causal"])
+def test_a_coarsened_plan_is_the_plan_built_at_that_tile_size(name, factor):
+    pattern = examples(300, toys=True)[name]
+    for n, m, q_offset in ((300, 300, 0), (77, 300, 223)):  # lengths off the tiles; a query offset
+        for qo, parts in split(pattern):
+            heads = (0, 1, 2) if layout.parts_per_head(parts) else None
+            fine = build_plan(parts, qo, n, m, q_offset, 8, heads, CPU)
+            got = layout.coarsen_plan(fine, parts, qo, n, m, q_offset, 8 * factor, heads, CPU)
+            want = build_plan(parts, qo, n, m, q_offset, 8 * factor, heads, CPU)
+            for field in ("q_index", "q_valid", "k_index", "k_valid", "k_part", "row_any", "q_slot"):
+                assert torch.equal(getattr(got, field), getattr(want, field)), field
+            assert (got.q_identity, got.k_identity, got.all_live) == (want.q_identity, want.k_identity, want.all_live)
+            a, b = _entries(got), _entries(want)
+            assert a.keys() == b.keys()
+            assert all(torch.equal(a[x], b[x]) for x in a)
+            assert got.masks.unique(dim=0).shape[0] == got.masks.shape[0]
+            assert [(bk.band, bk.consecutive, bk.causal_diagonal, bk.rows.tolist()) for bk in got.buckets] == \
+                [(bk.band, bk.consecutive, bk.causal_diagonal, bk.rows.tolist()) for bk in want.buckets]
+    with pytest.raises(ValueError, match="multiple"):
+        layout.coarsen_plan(fine, parts, qo, n, m, q_offset, 12, heads, CPU)

@@ -223,11 +223,17 @@ def _auto_costs(parts, query_order, n, m, q_offset, heads, device, fold, compile
     the cheapest per-score cost still to come bounds every larger candidate's cost from below.
     When the bound is no better than the best cost so far, the rest are not built; the pick is
     the one the full search makes (bigbird at 64K: the 256-row candidate took half the first
-    call's 40 s of planning)."""
+    call's 40 s of planning). The larger candidates are coarsened from the first one
+    (``coarsen_plan``), so the patterns' masks are evaluated once."""
     sizes = [b for b in (AUTO_BLOCKS_COMPILED if compiled else AUTO_BLOCKS) if b <= max(n, 64)]
     costs: dict = {}
+    fine = None
     for i, b in enumerate(sizes):
-        plan = get_plan(parts, query_order, n, m, q_offset, b, heads, device)
+        if fine is None or b % fine.block:
+            plan = fine = get_plan(parts, query_order, n, m, q_offset, b, heads, device)
+        else:  # from the finest plan, without evaluating the masks again
+            plan = PLANS.get((parts, query_order, n, m, q_offset, b, heads, str(device)),
+                             lambda: coarsen_plan(fine, parts, query_order, n, m, q_offset, b, heads, device))
         costs[b] = plan_cost(plan, fold, compiled)
         rest = sizes[i + 1:]
         if not rest or any(r % b for r in rest):
@@ -253,26 +259,63 @@ def _pad(index: Tensor, block: int) -> tuple[Tensor, Tensor]:
     return torch.cat([index, index[-1:].expand(pad)]), valid
 
 
-def build_plan(parts, query_order, n, m, q_offset, block, heads, device) -> Plan:
-    dev = torch.device(device)
+@dataclass
+class _Axes:
+    """A plan's virtual query and key axes at one tile size (see the module docstring)."""
+
+    q_index: Tensor
+    q_valid: Tensor
+    q_pos: Tensor
+    k_index: Tensor
+    k_valid: Tensor
+    k_part: Tensor
+    k_perms: list
+    k_pads: list
+    n_q_tiles: int
+    n_k_tiles: int
+    starts: list       # per key copy: its first tile on the virtual key axis, then the end
+
+
+def _axes(parts, query_order, n, m, q_offset, block, dev) -> _Axes:
     q_index, q_valid = _pad(_ordered(torch.arange(q_offset, q_offset + n, device=dev), query_order), block)
-    q_pos = q_index + q_offset
     k_perms, chunks = [], []
     for p in parts:
         perm = _ordered(torch.arange(m, device=dev), key_order(p))
         k_perms.append(perm)
         chunks.append(_pad(perm, block))
     k_index = torch.cat([c[0] for c in chunks])
-    k_valid = torch.cat([c[1] for c in chunks])
-    k_part = torch.cat([torch.full_like(c[0], i) for i, c in enumerate(chunks)])
     k_pads = [c[0].numel() for c in chunks]
-    n_q_tiles, n_k_tiles = q_index.numel() // block, k_index.numel() // block
+    return _Axes(q_index, q_valid, q_index + q_offset, k_index, torch.cat([c[1] for c in chunks]),
+                 torch.cat([torch.full_like(c[0], i) for i, c in enumerate(chunks)]), k_perms, k_pads,
+                 q_index.numel() // block, k_index.numel() // block, _tile_starts(k_pads, block))
+
+
+def _finish(ax: _Axes, parts, query_order, n, m, block, heads, grouped: dict, masks: Tensor,
+            natural: Tensor) -> Plan:
+    """The plan from its bucketed rows; ``natural`` (H, n): which queries see some key."""
+    dev = ax.q_index.device
+    H = 1 if heads is None else len(heads)
+    buckets = [_collate(e, masks, H * ax.n_q_tiles) for e in _merge_small(grouped)]
+    if heads is None:  # one layout shared by all heads
+        buckets = [_as_band(bk) or bk for bk in buckets]
+    q_slot = torch.empty(n, dtype=torch.long, device=dev)
+    q_slot[ax.q_index[:n]] = torch.arange(n, device=dev)
+    return Plan(block, n, ax.n_q_tiles, ax.n_k_tiles, heads, ax.q_index, ax.q_valid, ax.q_pos, ax.k_index,
+                ax.k_valid, ax.k_index, ax.k_part, ax.k_perms, ax.k_pads, buckets, masks, natural, q_slot,
+                query_order is None and n % block == 0,
+                len(parts) == 1 and key_order(parts[0]) is None and m % block == 0,
+                bool(natural.all()))
+
+
+def build_plan(parts, query_order, n, m, q_offset, block, heads, device) -> Plan:
+    dev = torch.device(device)
+    ax = _axes(parts, query_order, n, m, q_offset, block, dev)
+    q_index, q_valid, n_q_tiles, n_k_tiles, starts = ax.q_index, ax.q_valid, ax.n_q_tiles, ax.n_k_tiles, ax.starts
     H = 1 if heads is None else len(heads)
     h_ids = torch.zeros(1, dtype=torch.long, device=dev) if heads is None else torch.tensor(heads, device=dev)
 
-    qt, kt = q_pos.view(n_q_tiles, block), k_index.view(n_k_tiles, block)
-    tile_part = k_part.view(n_k_tiles, block)[:, 0]
-    starts = [0] + list(torch.tensor(k_pads).cumsum(0).div(block, rounding_mode="floor").tolist())
+    qt, kt = ax.q_pos.view(n_q_tiles, block), ax.k_index.view(n_k_tiles, block)
+    tile_part = ax.k_part.view(n_k_tiles, block)[:, 0]
     grouped: dict[int, list] = {}
     table = _MaskTable(block, dev)
     row_any = torch.zeros(H, q_index.numel(), dtype=torch.bool, device=dev)
@@ -295,26 +338,71 @@ def build_plan(parts, query_order, n, m, q_offset, block, heads, device) -> Plan
         order, valid = _compact(cand)
         width = max(width, order.shape[-1])
         tiles = _tile_masks(parts, h_ids, qt[c0:c1], q_valid.view(n_q_tiles, block)[c0:c1], kt,
-                            k_valid.view(n_k_tiles, block), tile_part, order, valid)
+                            ax.k_valid.view(n_k_tiles, block), tile_part, order, valid)
         row_any[:, c0 * block:c1 * block] = tiles.any(2).any(-1).flatten(1)
         keep, valid = _compact(tiles.any(-1).any(-1))
         idx = torch.gather(order, -1, keep)
         tiles = torch.gather(tiles, 2, keep[..., None, None].expand(-1, -1, -1, block, block))
         _bucket(grouped, n_q_tiles, c0, idx, table.ids(tiles, valid))
         c0 = c1
-    masks = table.tensor()
-    buckets = [_collate(e, masks, H * n_q_tiles) for e in _merge_small(grouped)]
-    if heads is None:  # one layout shared by all heads
-        buckets = [_as_band(bk) or bk for bk in buckets]
     natural = torch.zeros(H, n, dtype=torch.bool, device=dev)
     natural[:, q_index[:n]] = row_any[:, :n]
-    q_slot = torch.empty(n, dtype=torch.long, device=dev)
-    q_slot[q_index[:n]] = torch.arange(n, device=dev)
-    return Plan(block, n, n_q_tiles, n_k_tiles, heads, q_index, q_valid, q_pos, k_index, k_valid,
-                k_index, k_part, k_perms, k_pads, buckets, masks, natural, q_slot,
-                query_order is None and n % block == 0,
-                len(parts) == 1 and key_order(parts[0]) is None and m % block == 0,
-                bool(natural.all()))
+    return _finish(ax, parts, query_order, n, m, block, heads, grouped, table.tensor(), natural)
+
+
+def coarsen_plan(fine: Plan, parts, query_order, n, m, q_offset, block, heads, device) -> Plan:
+    """The plan at tile size ``block``, a multiple of ``fine.block``, built from the finer plan of
+    the same pattern without evaluating a mask again: a coarse tile is an f x f grid of fine tiles
+    over the same virtual axes (each key copy starts on a tile boundary at both sizes), so it is
+    live where any of them is, and its mask is theirs laid side by side. Two coarse masks are
+    equal exactly when their grids of fine entries are (the fine table holds each mask once, none
+    all-ones or all-zeros), so the coarse table is deduplicated on those grids. Equal to
+    ``build_plan`` at ``block`` (tested); ``block="auto"`` costs its larger candidates this way."""
+    dev = torch.device(device)
+    f, B = block // fine.block, fine.block
+    if f * B != block:
+        raise ValueError(f"coarsen_plan: block={block} is not a multiple of the fine plan's {B}")
+    ax = _axes(parts, query_order, n, m, q_offset, block, dev)
+    H = 1 if heads is None else len(heads)
+    rows, cols, mids = [], [], []
+    for bk in fine.buckets:
+        live = bk.live
+        rows.append(bk.rows[:, None].expand(bk.kv.shape)[live])
+        cols.append(bk.kv[live])
+        mids.append(bk.mids[live])
+    rows, cols, mids = torch.cat(rows), torch.cat(cols), torch.cat(mids)
+    head, qt = torch.div(rows, fine.n_q_tiles, rounding_mode="floor"), rows % fine.n_q_tiles
+    fine_starts = torch.tensor(_tile_starts(fine.k_pads, B), device=dev)
+    part = torch.searchsorted(fine_starts[1:], cols, right=True)
+    local = cols - fine_starts[part]
+    kc = torch.tensor(ax.starts, device=dev)[part] + torch.div(local, f, rounding_mode="floor")
+    key = (head * ax.n_q_tiles + torch.div(qt, f, rounding_mode="floor")) * ax.n_k_tiles + kc
+    entries, where = torch.unique(key, return_inverse=True)  # sorted: by row, then key tile
+    grid = torch.full((entries.numel(), f * f), EMPTY, dtype=torch.int32, device=dev)
+    grid[where, (qt % f) * f + local % f] = mids.to(torch.int32)
+    grids, which = torch.unique(grid, dim=0, return_inverse=True)
+    full = (grids == FULL).all(1)
+    table = torch.cat([fine.masks, fine.masks.new_ones(1, B, B), fine.masks.new_zeros(1, B, B)])
+    idx = torch.where(grids >= 0, grids, fine.masks.shape[0] - 1 - grids).long()[~full]
+    masks = table[idx].view(-1, f, f, B, B).permute(0, 1, 3, 2, 4).reshape(-1, block, block)
+    ids = torch.full((grids.shape[0],), FULL, dtype=torch.int32, device=dev)
+    ids[~full] = torch.arange(int((~full).sum()), dtype=torch.int32, device=dev)
+    row = torch.div(entries, ax.n_k_tiles, rounding_mode="floor")
+    counts = torch.bincount(row, minlength=H * ax.n_q_tiles)
+    width = max(1, int(counts.max()))
+    slot = torch.arange(entries.numel(), device=dev) - (counts.cumsum(0) - counts)[row]
+    kv = torch.zeros(H * ax.n_q_tiles, width, dtype=torch.long, device=dev)
+    out = torch.full((H * ax.n_q_tiles, width), EMPTY, dtype=torch.int32, device=dev)
+    kv[row, slot] = entries % ax.n_k_tiles
+    out[row, slot] = ids[which]
+    grouped: dict[int, list] = {}
+    _bucket(grouped, ax.n_q_tiles, 0, kv.view(H, ax.n_q_tiles, width), out.view(H, ax.n_q_tiles, width))
+    return _finish(ax, parts, query_order, n, m, block, heads, grouped, masks, fine.row_any)
+
+
+def _tile_starts(k_pads: list, block: int) -> list:
+    """Per key copy (``k_pads``: padded lengths): its first tile on the virtual key axis, then the end."""
+    return [0] + list(torch.tensor(k_pads).cumsum(0).div(block, rounding_mode="floor").tolist())
 
 
 class _MaskTable:
