@@ -72,6 +72,14 @@ def sgemm_call(lib, M, N, K, ta, tb):
     return lambda: (a, b, c, ints, lib.sgemm_(*args))  # the tensors and ints live as long as the call
 
 
+def _shape(text: str) -> tuple:
+    parts = text.split(",")
+    if len(parts) != 5 or not all(x.strip().isdigit() for x in parts):
+        raise SystemExit(f"tile_gemm_rates: --shapes wants M,N,K,TA,TB (five integers, TA/TB 0 or 1), got {text!r}")
+    M, N, K, ta, tb = map(int, parts)
+    return M, N, K, bool(ta), bool(tb)
+
+
 def _us(fn, reps):
     fn()
     t0 = time.perf_counter()
@@ -84,11 +92,14 @@ def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("--reps", type=int, default=2000)
     p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--shapes", nargs="+", default=None, metavar="M,N,K,TA,TB",
+                   help="GEMM shapes instead of the default ones, e.g. 64,16,64,0,1 (TA, TB: 1 = transposed)")
     args = p.parse_args()
     torch.set_num_threads(1)
     lib = _lib()
     rows = []
-    for M, N, K, ta, tb in SHAPES:
+    shapes = SHAPES if args.shapes is None else [_shape(x) for x in args.shapes]
+    for M, N, K, ta, tb in shapes:
         calls = {"fp32": sgemm_call(lib, M, N, K, ta, tb), "bf16": bf16_call(lib, M, N, K, ta, tb)}
         best = {k: float("inf") for k in calls}
         for _ in range(args.rounds):

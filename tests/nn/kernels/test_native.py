@@ -35,3 +35,17 @@ def test_the_build_directory_depends_on_sources_torch_and_cpu(monkeypatch, tmp_p
     b = native.build_dir()
     monkeypatch.setattr(native, "_cpu_flags", lambda: "avx2 avx512f amx_tile fma")
     assert native.build_dir() != b and a != b
+
+
+def test_each_checkout_has_its_own_build_directory(monkeypatch, tmp_path):
+    # ninja's file names the sources by path: a directory shared by two checkouts was rebuilt
+    # whenever a process of the other one started.
+    monkeypatch.setenv("TFAMILY_CACHE", str(tmp_path))
+    here = native.build_dir()
+    copy = tmp_path / "other" / "csrc"
+    copy.mkdir(parents=True)
+    for src in native._SOURCES + native._HEADERS:
+        (copy / src.name).write_bytes(src.read_bytes())
+    monkeypatch.setattr(native, "_SOURCES", [copy / s.name for s in native._SOURCES])
+    monkeypatch.setattr(native, "_HEADERS", [copy / s.name for s in native._HEADERS])
+    assert native.build_dir() != here

@@ -61,6 +61,9 @@ def build_dir() -> Path:
     key.update(torch.__version__.encode())
     key.update(" ".join(_CFLAGS).encode())
     key.update(_cpu_flags().encode())
+    # Each checkout builds its own: the ninja file names the sources by path, so two checkouts
+    # sharing one directory rebuilt it (about 17 s) every time a process of the other one started.
+    key.update(str(_SOURCES[0].resolve().parent).encode())
     root = Path(os.environ.get("TFAMILY_CACHE") or Path.home() / ".cache" / "tfamily")
     return root / "native" / key.hexdigest()[:16]
 
