@@ -70,3 +70,12 @@ def test_ratios_against_the_fastest_dense_time_of_the_run():
     assert [r["dense_best_ms"] for r in rows] == [100.0, 100.0, 100.0, 100.0]
     # a worker whose own dense call ran slow is held to the fastest dense call of its length
     assert [r["vs_target_best_dense"] for r in rows] == [1.0, 3.0, 1.5, 2.0]
+
+
+def test_bench_attention_rounds_option(tmp_path, capsys):
+    assert main(["bench", "attention", "--rounds", "-1", "--out", str(tmp_path)]) == 2
+    assert "--rounds" in capsys.readouterr().err
+    assert main(["bench", "attention", "--seq-lens", "128", "--heads", "2", "--d-head", "16", "--block-size", "32",
+                 "--patterns", "sliding_window", "--rounds", "2", "--out", str(tmp_path), "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert {r["pattern"] for r in rows} == {"dense_causal_sdpa", "sliding_window"}

@@ -55,6 +55,8 @@ def add_args(p) -> None:
                    help="q, k, v and SDPA's dtype (bf16 runs the bf16 tile kernel where the CPU has bf16 "
                         "instructions, see fused_blocks.bf16_tiles)")
     p.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
+    p.add_argument("--rounds", type=int, default=0,
+                   help="timed calls per cell, alternating pattern and dense SDPA (0: 3-5 by length)")
     p.add_argument("--out", default="runs/bench/attention", help="directory for attention.json/.csv")
     p.add_argument("--plot", default=None, help="PNG path (default OUT/attention.png)")
     p.add_argument("--json", action="store_true", help="print the rows as a JSON list")
@@ -66,6 +68,8 @@ def _block(text: str):
 
 
 def run(args) -> int:
+    if args.rounds < 0:
+        raise ValueError(f"--rounds must be >= 0 (0: 3-5 by length), got {args.rounds}")
     if args.worker:
         return _worker(args)
     from ..nn.patterns.examples import examples
@@ -111,7 +115,8 @@ def _spawn(name: str, args) -> list[dict]:
     cmd = [sys.executable, "-m", "tfamily.bench.attention", "--worker", name, "--seq-lens",
            *map(str, args.seq_lens), "--kernel", args.kernel, "--block-size", str(args.block_size),
            "--batch", str(args.batch), "--heads", str(args.heads), "--d-head", str(args.d_head),
-           "--device", args.device, "--threads", str(args.threads), "--dtype", args.dtype]
+           "--device", args.device, "--threads", str(args.threads), "--dtype", args.dtype,
+           "--rounds", str(args.rounds)]
     env = dict(os.environ, THP_MEM_ALLOC_ENABLE=os.environ.get("THP_MEM_ALLOC_ENABLE", "1"))
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
     if proc.returncode:
@@ -172,7 +177,7 @@ def _worker(args) -> int:
             torch.cuda.reset_peak_memory_stats(dev)
         # At least 3 timed calls even at 16K+: one call there moved by up to 2x on a shared VM
         # (strided_heads fp32: 289 ms in one call, 151 ms best of 3, same session).
-        reps = max(3, min(5, 8192 // L))
+        reps = args.rounds or max(3, min(5, 8192 // L))
         with torch.no_grad():
             fwd = _time(lambda: fn(q, k, v), reps, cuda)
         trainable = not (args.kernel == "flex" and dev.type == "cpu" and args.worker != BASELINE)
