@@ -13,10 +13,10 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import time
 
 import torch
 
+from ab_common import add_common_args, fwd_bwd_ms, inputs
 from tfamily.nn.kernels import BlockSparseKernel, layout
 from tfamily.nn.patterns.examples import examples
 
@@ -32,9 +32,7 @@ def _per_entry(rows: tuple) -> tuple:
 
 def main() -> None:
     p = argparse.ArgumentParser()
-    p.add_argument("--seq-len", type=int, default=16384)
-    p.add_argument("--threads", type=int, default=2)
-    p.add_argument("--rounds", type=int, default=4)
+    add_common_args(p)
     p.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"])
     p.add_argument("--block", default="auto")
     p.add_argument("--patterns", nargs="+", default=["bigbird", "longformer", "sliding_window", "local_1d"])
@@ -42,19 +40,14 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     L, dtype = args.seq_len, getattr(torch, args.dtype)
     catalogue = examples(L)
-    gen = torch.Generator().manual_seed(0)
-    q, k, v, grad = (torch.randn(1, 8, L, 64, generator=gen).to(dtype) for _ in range(4))
-    q, k, v = (t.requires_grad_() for t in (q, k, v))
+    q, k, v, grad = inputs(L, dtype)
     kernel = BlockSparseKernel(args.block if args.block == "auto" else int(args.block))
     out = []
     for name in args.patterns:
         pattern = catalogue[name]
 
         def call():
-            q.grad = k.grad = v.grad = None
-            t0 = time.perf_counter()
-            kernel(q, k, v, pattern=pattern)[0].backward(grad)
-            return (time.perf_counter() - t0) * 1e3
+            return fwd_bwd_ms(kernel, pattern, q, k, v, grad)
 
         layout.PLANS.clear()
         call()  # plans and warm-up

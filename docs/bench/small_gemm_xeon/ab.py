@@ -16,19 +16,21 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import time
+import sys
+from pathlib import Path
 
 import torch
 
 from tfamily.nn.kernels import BlockSparseKernel, native
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "scripts"))
+from ab_common import add_common_args, fwd_bwd_ms, inputs  # noqa: E402
 from tfamily.nn.patterns.examples import examples
 
 
 def main() -> None:
     p = argparse.ArgumentParser()
-    p.add_argument("--seq-len", type=int, default=16384)
-    p.add_argument("--threads", type=int, default=2)
-    p.add_argument("--rounds", type=int, default=4)
+    add_common_args(p)
     p.add_argument("--dtypes", nargs="+", default=["float32", "bfloat16"])
     p.add_argument("--limit", type=int, default=None, help="small-product limit of the loop arm (default: the kernel's)")
     p.add_argument("--patterns", nargs="+", default=["longformer", "sliding_window", "bigbird", "strided_heads",
@@ -37,23 +39,21 @@ def main() -> None:
     ops = native.ops()
     if ops is None:
         raise SystemExit("blocksparse_small_gemm_ab: the compiled kernels are unavailable on this machine")
+    if not hasattr(ops, "small_gemm_limit"):
+        raise SystemExit("ab.py: the compiled kernels lack the small_gemm_limit op; "
+                         "`git apply docs/bench/small_gemm_xeon/small_mm.patch` on a scratch worktree first")
     torch.set_num_threads(args.threads)
     default = ops.small_gemm_limit(-1)
     arms = {"loop": default if args.limit is None else args.limit, "blas": 0}
     L, catalogue = args.seq_len, examples(args.seq_len)
     kernel, out = BlockSparseKernel("auto"), []
     for dtype_name in args.dtypes:
-        gen = torch.Generator().manual_seed(0)
-        q, k, v, grad = (torch.randn(1, 8, L, 64, generator=gen).to(getattr(torch, dtype_name)) for _ in range(4))
-        q, k, v = (t.requires_grad_() for t in (q, k, v))
+        q, k, v, grad = inputs(L, getattr(torch, dtype_name))
         for name in args.patterns:
             pattern = catalogue[name]
 
             def call():
-                q.grad = k.grad = v.grad = None
-                t0 = time.perf_counter()
-                kernel(q, k, v, pattern=pattern)[0].backward(grad)
-                return (time.perf_counter() - t0) * 1e3
+                return fwd_bwd_ms(kernel, pattern, q, k, v, grad)
 
             times = {arm: [] for arm in arms}
             for arm, limit in arms.items():  # plans and warm-up

@@ -240,19 +240,7 @@ def _time_alternating(fns: dict, reps: int, cuda: bool, warm: bool = True) -> di
 
 def _time(fn, reps: int, cuda: bool, warm: bool = True) -> float:
     """Fastest of ``reps`` runs after a warm-up: other load only ever adds time."""
-    import torch
-    if warm:
-        fn()
-    times = []
-    for _ in range(reps):
-        if cuda:
-            torch.cuda.synchronize()
-        t0 = time.perf_counter()
-        fn()
-        if cuda:
-            torch.cuda.synchronize()
-        times.append(time.perf_counter() - t0)
-    return min(times) * 1e3
+    return _time_alternating({"fn": fn}, reps, cuda, warm)["fn"]
 
 
 def allowed_pairs(pattern, L: int, n_heads: int, block, device) -> int:

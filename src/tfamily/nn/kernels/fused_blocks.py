@@ -45,13 +45,7 @@ def plan_rows(plan: Plan) -> tuple:
     if hit is not None:
         return hit
     B = plan.block
-    rows, cols, mids = [], [], []
-    for bk in plan.buckets:
-        live = bk.live
-        rows.append(bk.rows[:, None].expand(bk.kv.shape)[live])
-        cols.append(bk.kv[live])
-        mids.append(bk.mids[live])
-    rows, cols, mids = (torch.cat(x) for x in (rows, cols, mids))
+    rows, cols, mids = plan.entries()
     order = torch.sort(rows, stable=True).indices
     rows, cols, mids = rows[order], cols[order], mids[order].to(torch.int32)
     n_rows = plan.n_layout_heads * plan.n_q_tiles

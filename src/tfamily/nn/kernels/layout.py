@@ -136,6 +136,16 @@ class Plan:
             start += pad
         return out
 
+    def entries(self) -> tuple[Tensor, Tensor, Tensor]:
+        """Every live tile entry, bucket by bucket: its layout row, key tile and ``mids`` value."""
+        rows, cols, mids = [], [], []
+        for bk in self.buckets:
+            live = bk.live
+            rows.append(bk.rows[:, None].expand(bk.kv.shape)[live])
+            cols.append(bk.kv[live])
+            mids.append(bk.mids[live])
+        return torch.cat(rows), torch.cat(cols), torch.cat(mids)
+
     @property
     def n_layout_heads(self) -> int:
         return 1 if self.heads is None else len(self.heads)
@@ -364,13 +374,7 @@ def coarsen_plan(fine: Plan, parts, query_order, n, m, q_offset, block, heads, d
         raise ValueError(f"coarsen_plan: block={block} is not a multiple of the fine plan's {B}")
     ax = _axes(parts, query_order, n, m, q_offset, block, dev)
     H = 1 if heads is None else len(heads)
-    rows, cols, mids = [], [], []
-    for bk in fine.buckets:
-        live = bk.live
-        rows.append(bk.rows[:, None].expand(bk.kv.shape)[live])
-        cols.append(bk.kv[live])
-        mids.append(bk.mids[live])
-    rows, cols, mids = torch.cat(rows), torch.cat(cols), torch.cat(mids)
+    rows, cols, mids = fine.entries()
     head, qt = torch.div(rows, fine.n_q_tiles, rounding_mode="floor"), rows % fine.n_q_tiles
     fine_starts = torch.tensor(_tile_starts(fine.k_pads, B), device=dev)
     part = torch.searchsorted(fine_starts[1:], cols, right=True)
