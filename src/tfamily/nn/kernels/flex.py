@@ -21,7 +21,8 @@ from torch import Tensor
 
 from ..patterns import Causal, Full, Pattern, PerHead
 from .blocksparse import check_block_size, dense_attention, per_head_attention, sparse_attention
-from .layout import Plan, get_plan, parts_per_head, split
+from .layout import get_plan, parts_per_head, split
+from .plan import Plan
 from .sdpa import SDPAKernel
 
 _SDPA = SDPAKernel()

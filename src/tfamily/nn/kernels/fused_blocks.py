@@ -22,7 +22,7 @@ import torch
 from torch import Tensor
 
 from . import native
-from .layout import Plan
+from .plan import Plan
 
 _DTYPES = (torch.float32, torch.float64, torch.bfloat16, torch.float16)
 

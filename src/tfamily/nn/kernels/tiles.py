@@ -11,7 +11,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from .gather import permute, reorder, take
-from .layout import Plan
+from .plan import Plan
 
 
 def tile_ids(bk, n_k_tiles: int) -> Tensor:
