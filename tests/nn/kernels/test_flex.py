@@ -7,6 +7,7 @@ import pytest
 import torch
 
 from tfamily.nn.kernels import FlexKernel, ReferenceKernel
+from tfamily.nn.kernels.flex import check_device_block
 from tfamily.nn.kernels.layout import PLANS
 from tfamily.nn.patterns import longformer
 from tfamily.nn.patterns.examples import examples
@@ -41,6 +42,14 @@ def test_flex_refuses_cpu_training_and_dropout_with_the_fix():
         FlexKernel(BLOCK)(q, k, v, pattern=longformer(4, 1))
     with pytest.raises(ValueError, match="dropout"):
         FlexKernel(BLOCK)(q.detach(), k.detach(), v.detach(), pattern=longformer(4, 1), dropout_p=0.1)
+
+
+def test_flex_on_cuda_refuses_tiles_its_gpu_kernels_cannot_hold():
+    # Measured on an H100: block 32 fails to compile, 128 passes fwd+bwd for every pattern.
+    with pytest.raises(ValueError, match="multiple of 128.*got 32.*blocksparse"):
+        check_device_block("cuda", 32)
+    check_device_block("cuda", 256)
+    check_device_block("cpu", 32)  # CPU FlexAttention takes any block
 
 
 @pytest.mark.slow

@@ -9,8 +9,10 @@ sequence; unions needing two query orders are merged by log-sum-exp.
 
 In torch 2.13 FlexAttention on CPU is compiled-only and forward-only: it refuses
 inputs that require grad. This kernel says so and points to ``blocksparse``, which
-trains on CPU. The CUDA path is the same code with the device as a setting; it has
-not been run on a GPU here.
+trains on CPU. The CUDA path is the same code with the device as a setting: on an
+H100 (torch 2.11) it matches the reference in outputs and q, k, v, bias gradients for
+every catalogue pattern at block 128 (``scripts/cuda_kernel_check.py``; rows in
+docs/bench/cuda_h100/kernel_check/).
 """
 from __future__ import annotations
 
@@ -28,6 +30,18 @@ from .sdpa import SDPAKernel
 _SDPA = SDPAKernel()
 
 _FLEX = None
+
+# FlexAttention's Triton kernels tile queries and keys by up to 128 and fail to compile a
+# block mask whose block is not a multiple of their tile (an H100, torch 2.11: block 32
+# raised "Q and KV block size must be divisible by BLOCK_M and BLOCK_N" for every pattern).
+CUDA_BLOCK_MULTIPLE = 128
+
+
+def check_device_block(device_type: str, block: int) -> None:
+    if device_type == "cuda" and block % CUDA_BLOCK_MULTIPLE:
+        raise ValueError(f"kernel 'flex' on CUDA needs block_size a multiple of {CUDA_BLOCK_MULTIPLE} "
+                         f"(got {block}): FlexAttention's GPU kernels tile by up to 128. Use "
+                         f"block_size={CUDA_BLOCK_MULTIPLE}, or kernel='blocksparse' for finer tiles")
 
 
 def _flex():
@@ -60,6 +74,7 @@ class FlexKernel:
         if isinstance(pattern, (Full, Causal)):  # nothing to skip beyond what fused SDPA skips
             return _SDPA(q, k, v, pattern=pattern, q_offset=q_offset, key_padding=key_padding, bias=bias,
                          dropout_p=dropout_p, scale=scale)
+        check_device_block(q.device.type, self.block_size)
         if dropout_p > 0:
             raise ValueError(f"kernel 'flex' has no attention dropout (got dropout_p={dropout_p}); "
                              f"set attn_dropout=0 or use kernel='blocksparse'")
