@@ -79,3 +79,23 @@ def test_bench_attention_rounds_option(tmp_path, capsys):
                  "--patterns", "sliding_window", "--rounds", "2", "--out", str(tmp_path), "--json"]) == 0
     rows = json.loads(capsys.readouterr().out)
     assert {r["pattern"] for r in rows} == {"dense_causal_sdpa", "sliding_window"}
+
+
+def test_alternating_rounds_reset_untimed_before_every_call():
+    """The bench clears the leaves' gradients before each timed fwd+bwd, as zero_grad does in
+    training, so no call pays for adding into the previous call's gradients."""
+    import torch
+
+    from tfamily.bench.attention import _clear_grads, _time_alternating
+    x = torch.ones(3, requires_grad=True)
+    seen, calls = [], []
+
+    def step(name):
+        seen.append((name, x.grad is None))
+        (x * 2).sum().backward()
+
+    best = _time_alternating({"a": lambda: step("a"), "b": lambda: step("b")}, reps=2, cuda=False, warm=True,
+                             reset=lambda: calls.append(1) or _clear_grads(x))
+    assert set(best) == {"a", "b"} and len(calls) == 4
+    assert seen[2:] == [("a", True), ("b", True), ("a", True), ("b", True)]  # every timed call starts clean
+    assert torch.equal(x.grad, torch.full((3,), 2.0))  # one call's gradient, not an accumulation

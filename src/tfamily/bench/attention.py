@@ -190,7 +190,10 @@ def _worker(args) -> int:
             # Dense causal in the same process, in alternating rounds with the pattern: a slow
             # spell on a shared machine then hits both, not one of the two.
             timed["dense"] = lambda: F.scaled_dot_product_attention(qg, kg, vg, is_causal=True).backward(grad)
-        best = _time_alternating(timed, reps, cuda, warm=L <= 4096)
+        # Gradients are cleared before each timed call, as a training step's zero_grad does: else
+        # every call after the first also adds its dq, dk, dv into the leaves' .grad (3 passes over
+        # (b, h, L, e) that are no part of attention, 10-15 ms at 16K fp32 against a window's ~200).
+        best = _time_alternating(timed, reps, cuda, warm=L <= 4096, reset=lambda: _clear_grads(qg, kg, vg))
         fwd_bwd, dense = best.get("pattern"), best.get("dense")
         peak = (torch.cuda.max_memory_allocated(dev) / 2 ** 20 if cuda else _peak_rss_mb() - start)
         rows.append(dict(pattern=args.worker, kernel=kernel_name, impl=_impl(args, q), seq_len=L,
@@ -219,8 +222,9 @@ def _impl(args, q) -> str:
     return "compiled-bf16" if q.dtype == torch.bfloat16 and fused_blocks.bf16_tiles() else "compiled"
 
 
-def _time_alternating(fns: dict, reps: int, cuda: bool, warm: bool = True) -> dict:
-    """Fastest of ``reps`` alternating rounds of each function (one call of each per round)."""
+def _time_alternating(fns: dict, reps: int, cuda: bool, warm: bool = True, reset=None) -> dict:
+    """Fastest of ``reps`` alternating rounds of each function (one call of each per round);
+    ``reset``, if given, runs untimed before every call."""
     import torch
     if warm:
         for fn in fns.values():
@@ -228,6 +232,8 @@ def _time_alternating(fns: dict, reps: int, cuda: bool, warm: bool = True) -> di
     times: dict = {name: [] for name in fns}
     for _ in range(reps):
         for name, fn in fns.items():
+            if reset is not None:
+                reset()
             if cuda:
                 torch.cuda.synchronize()
             t0 = time.perf_counter()
@@ -236,6 +242,11 @@ def _time_alternating(fns: dict, reps: int, cuda: bool, warm: bool = True) -> di
                 torch.cuda.synchronize()
             times[name].append(time.perf_counter() - t0)
     return {name: min(t) * 1e3 for name, t in times.items()}
+
+
+def _clear_grads(*leaves) -> None:
+    for t in leaves:
+        t.grad = None
 
 
 def _time(fn, reps: int, cuda: bool, warm: bool = True) -> float:
