@@ -27,7 +27,7 @@ def python_route(ctx, dout, dlse):
         delta = delta - dlse.to(acc)
     bias_grad = ctx.has_bias and ctx.needs_input_grad[3]
     dq, dk, dv, db = ctx.ops.blocksparse_backward(q, k, v, *ctx.args, lse, delta.contiguous(), dout, bias_grad,
-                                                   ctx.group, False, _NONE, _NONE, _NONE)
+                                                   ctx.group, False, _NONE, _NONE, _NONE, False)
     return dq.to(q.dtype), dk.to(k.dtype), dv.to(v.dtype), (db if bias_grad else None), None, None, None
 
 

@@ -324,3 +324,48 @@ def test_plan_rows_list_every_live_tile_once():
     for r in range(plan.n_q_tiles):  # a row's tiles are distinct and cover its window
         row = cols[row_ptr[r]:row_ptr[r + 1]].tolist()
         assert len(row) == len(set(row)) and max(row) == r
+
+
+class _Recorder:
+    """The compiled ops, recording each call's name and arguments."""
+
+    def __init__(self, real):
+        self.real, self.calls = real, []
+
+    def __getattr__(self, name):
+        fn = getattr(self.real, name)
+
+        def call(*args):
+            result = fn(*args)
+            self.calls.append((name, args, result))
+            return result
+        return call
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.bfloat16])
+def test_a_union_merges_its_groups_inside_the_kernels(monkeypatch, dtype):
+    """The second group's forward merges into the first group's (out, lse) in place, and its
+    backward adds into the first's dq, dk, dv (float32 for bf16 inputs, rounded once at the end).
+    Equal to the PyTorch path."""
+    pattern = PATTERNS["strided_merged"]
+    assert len(split(pattern)) == 2
+    monkeypatch.setenv("TFAMILY_NATIVE", "1")
+    rec = _Recorder(native.ops())
+    monkeypatch.setattr(fused_blocks, "usable", lambda q: rec)
+    q, k, v = (t.to(dtype).detach().requires_grad_() for t in _inputs(5, n=96, m=96))
+    out, _ = BlockSparseKernel(BLOCK)(q, k, v, pattern=pattern)
+    g = torch.randn(out.shape, generator=torch.Generator().manual_seed(1)).to(dtype)
+    grads = torch.autograd.grad(out, [q, k, v], g)
+    fwd = [(a, r) for name, a, r in rec.calls if name == "blocksparse_forward"]
+    bwd = [(a, r) for name, a, r in rec.calls if name == "blocksparse_backward"]
+    assert len(fwd) == 2 and len(bwd) == 2
+    (_, (out0, lse0)), (args1, (out1, lse1)) = fwd
+    assert args1[-2] is out0 and args1[-1] is lse0  # merged in place: one output, one lse
+    assert out1.data_ptr() == out0.data_ptr() and lse1.data_ptr() == lse0.data_ptr()
+    assert [a[-1] for a, _ in bwd] == [False, True]  # the second group adds into the first's
+    assert all(bwd[0][0][i] is bwd[1][0][i] for i in (-4, -3, -2))  # one dq, dk, dv
+    assert bwd[0][0][-4].dtype == (torch.float32 if dtype == torch.bfloat16 else dtype)  # summed, then rounded
+    monkeypatch.setenv("TFAMILY_NATIVE", "0")
+    want, _ = BlockSparseKernel(BLOCK)(q, k, v, pattern=pattern)
+    tol = 1e-10 if dtype == torch.float64 else 3e-2
+    _same([out, *grads], [want, *torch.autograd.grad(want, [q, k, v], g)], tol=tol)

@@ -98,7 +98,7 @@ def sparse_attention(q: Tensor, k: Tensor, v: Tensor, pattern, heads: tuple, bia
         out, _, live = attend_group(q, k, v, *groups[0], heads, bias, ctx, want_lse=False)
         return _mul(out, live)
     results = [attend_group(q, k, v, qo, parts, heads, bias, ctx, want_lse=True) for qo, parts in groups]
-    _, weights = fused_blocks.union_weights(torch.stack([r[1] for r in results]))
+    _, weights = union_weights(torch.stack([r[1] for r in results]))
     out = sum(r[0] * w[..., None].to(r[0].dtype) for r, w in zip(results, weights))
     if all(r[2] is None for r in results):
         return out
@@ -245,3 +245,12 @@ def _mul(out: Tensor, live: Tensor | None) -> Tensor:
     return out if live is None else out * live
 
 
+def union_weights(lses: Tensor) -> tuple[Tensor, Tensor]:
+    """Softmax over a union of groups = sum_g exp(lse_g - lse) softmax_g. ``lses`` (G, ...) ->
+    (lse, the G weights exp(lse_g - lse)). A row that sees no key in a group has lse_g = -inf
+    or the dtype's lowest (padding, a -inf bias); flooring it at a finite value gives it weight 0
+    and keeps logsumexp's backward from reading -inf - -inf = NaN. The compiled path
+    merges inside its kernels (``fused_blocks.FusedUnion``)."""
+    lses = lses.clamp_min(torch.finfo(lses.dtype).min / 2)
+    lse = torch.logsumexp(lses, 0)
+    return lse, torch.exp(lses - lse)

@@ -121,10 +121,11 @@ def attend_union(ops, q: Tensor, k: Tensor, v: Tensor, plans: list[Plan], key_pa
     """One softmax over the union of several plan groups (each in its own query/key order, e.g.
     the strided pattern's local part in natural order and its column part transposed): the
     groups' outputs merged by their log-sum-exps, ``out = sum_g exp(lse_g - lse) out_g``, as
-    ``blocksparse.sparse_attention``'s PyTorch path does, but in one autograd node whose
-    backward runs each group's kernel with the *union's* lse and ``rowsum(dO * O)``: that is
-    the FlashAttention-2 backward of the union softmax restricted to the group's keys, so no
-    per-group weights, products or their gradients are ever formed."""
+    ``blocksparse.sparse_attention``'s PyTorch path does, but inside the kernels: each group
+    after the first merges into the one (out, lse) as it finishes a query row. One autograd
+    node, whose backward runs each group's kernel with the *union's* lse and ``rowsum(dO * O)``:
+    that is the FlashAttention-2 backward of the union softmax restricted to the group's keys,
+    so no per-group weights, products or their gradients are ever formed."""
     dtype = q.dtype
     q, k, v, bias = _prepare(q, k, v, bias)
     calls = tuple((_args(p, q, key_padding, bias, scale, dropout_p), group_tiles(p.block)) for p in plans)
@@ -156,7 +157,7 @@ class FusedHeadGroups(torch.autograd.Function):
     def forward(ctx, q, k, v, calls, ops):
         n, out = len(calls), torch.empty_like(q)
         lses = [ops.blocksparse_forward(_group(q, n, i), _group(k, n, i), _group(v, n, i), *args, group,
-                                        _group(out, n, i))[1] for i, (args, group) in enumerate(calls)]
+                                        _group(out, n, i), _NONE)[1] for i, (args, group) in enumerate(calls)]
         ctx.save_for_backward(q, k, v, out, *lses)
         ctx.calls, ctx.ops = calls, ops
         return out
@@ -171,7 +172,7 @@ class FusedHeadGroups(torch.autograd.Function):
             qi, ki, vi, di, oi = (_group(t, n, i) for t in (q, k, v, dout, out))
             delta = ctx.ops.blocksparse_rowdot(di, oi, lse.new_empty(0))
             ctx.ops.blocksparse_backward(qi, ki, vi, *args, lse, delta, di, False, group, True, _group(dq, n, i),
-                                         _group(dk, n, i), _group(dv, n, i))
+                                         _group(dk, n, i), _group(dv, n, i), False)
         return dq, dk, dv, None, None
 
 
@@ -196,7 +197,7 @@ class FusedBlockSparse(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, q, k, v, bias, args, group, ops):
-        out, lse = ops.blocksparse_forward(q, k, v, *args, group, _NONE)
+        out, lse = ops.blocksparse_forward(q, k, v, *args, group, _NONE, _NONE)
         ctx.save_for_backward(q, k, v, out, lse)
         ctx.args, ctx.group, ctx.ops, ctx.has_bias = args, group, ops, bias is not None
         return out, lse
@@ -210,38 +211,28 @@ class FusedBlockSparse(torch.autograd.Function):
         delta = ctx.ops.blocksparse_rowdot(dout, out, dlse)
         bias_grad = ctx.has_bias and ctx.needs_input_grad[3]
         dq, dk, dv, db = ctx.ops.blocksparse_backward(q, k, v, *ctx.args, lse, delta, dout, bias_grad, ctx.group,
-                                                       True, _NONE, _NONE, _NONE)
+                                                       True, _NONE, _NONE, _NONE, False)
         return dq, dk, dv, (db if bias_grad else None), None, None, None
 
 
-def union_weights(lses: Tensor) -> tuple[Tensor, Tensor]:
-    """Softmax over a union of groups = sum_g exp(lse_g - lse) softmax_g. ``lses`` (G, ...) ->
-    (lse, the G weights exp(lse_g - lse)). A row that sees no key in a group has lse_g = -inf
-    or the dtype's lowest (padding, a -inf bias); flooring it at a finite value gives it weight 0
-    and keeps logsumexp's backward from reading -inf - -inf = NaN. Used by the PyTorch path
-    (``blocksparse.sparse_attention``, under autograd) and by ``FusedUnion``."""
-    lses = lses.clamp_min(torch.finfo(lses.dtype).min / 2)
-    lse = torch.logsumexp(lses, 0)
-    return lse, torch.exp(lses - lse)
-
-
 class FusedUnion(torch.autograd.Function):
-    """``attend_union``'s node: ``calls`` holds each group's op arguments and tile group size."""
+    """``attend_union``'s node: ``calls`` holds each group's op arguments and tile group size.
+
+    Forward: the first group writes (out, lse); every later group's kernel merges its softmax into
+    them by log-sum-exp as it finishes each query row (``lse_buf``), so no group has an output of
+    its own. Backward: every group's kernel gets the union's lse and D; in float32/float64 each adds
+    its share into one dq, dk, dv (``accumulate``), float32 for bf16 inputs, rounded once at the end
+    (bf16 buffers would round each group's share)."""
 
     @staticmethod
     def forward(ctx, q, k, v, bias, calls, ops):
-        results = [ops.blocksparse_forward(q, k, v, *args, group, _NONE) for args, group in calls]
-        lses = torch.stack([r[1] for r in results])  # in the accumulation dtype, as the merge below
-        lowest = torch.finfo(lses.dtype).min
-        dead = (lses <= lowest / 2).all(0)  # rows that see no key in any group
-        lse, weights = union_weights(lses)
-        out = results[0][0].to(lses.dtype).mul_(weights[0][..., None])
-        for (o, _), w in zip(results[1:], weights[1:]):
-            out.addcmul_(o, w[..., None])
-        lse = lse.masked_fill(dead, lowest)  # the kernels' backward skips rows at lowest
+        (args, group), rest = calls[0], calls[1:]
+        out, lse = ops.blocksparse_forward(q, k, v, *args, group, _NONE, _NONE)
+        for args, group in rest:
+            ops.blocksparse_forward(q, k, v, *args, group, out, lse)
         ctx.save_for_backward(q, k, v, out, lse)
         ctx.calls, ctx.ops, ctx.has_bias = calls, ops, bias is not None
-        return out.to(q.dtype)
+        return out
 
     @staticmethod
     def backward(ctx, dout):
@@ -249,14 +240,12 @@ class FusedUnion(torch.autograd.Function):
         dout = _rows(dout.to(q.dtype))
         delta = ctx.ops.blocksparse_rowdot(dout, out, lse.new_empty(0))
         bias_grad = ctx.has_bias and ctx.needs_input_grad[3]
-        dq = dk = dv = db = None
-        for args, group in ctx.calls:  # the groups' gradients summed in the accumulation dtype, rounded once
-            gq, gk, gv, gb = ctx.ops.blocksparse_backward(q, k, v, *args, lse, delta, dout, bias_grad, group, False,
-                                                          _NONE, _NONE, _NONE)
-            if dq is None:
-                dq, dk, dv, db = gq, gk, gv, gb
-            else:
-                dq.add_(gq), dk.add_(gk), dv.add_(gv)
-                if bias_grad:
-                    db.add_(gb)
-        return dq.to(q.dtype), dk.to(k.dtype), dv.to(v.dtype), (db if bias_grad else None), None, None
+        acc = lse.dtype  # float32 for bf16 inputs: the groups' shares are summed before one rounding
+        dq, dk, dv = (torch.empty(t.shape, dtype=acc) for t in (q, k, v))
+        db = None
+        for i, (args, group) in enumerate(ctx.calls):
+            gb = ctx.ops.blocksparse_backward(q, k, v, *args, lse, delta, dout, bias_grad, group, False, dq, dk, dv,
+                                              i > 0)[3]
+            if bias_grad:
+                db = gb if db is None else db.add_(gb)
+        return dq.to(q.dtype), dk.to(k.dtype), dv.to(v.dtype), db, None, None

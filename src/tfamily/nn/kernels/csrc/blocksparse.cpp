@@ -221,7 +221,7 @@ struct Tile {
 
 template <typename T>
 void forward_impl(const Plan& P, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor* bias,
-                  at::Tensor& out, at::Tensor& lse, int64_t group) {
+                  at::Tensor& out, at::Tensor& lse, int64_t group, bool merge) {
   using A = Acc<T>;
   const View<T> Q(q), K(k), V(v), O(out);
   A* LSE = lse.data_ptr<A>();
@@ -293,14 +293,27 @@ void forward_impl(const Plan& P, const at::Tensor& q, const at::Tensor& k, const
         if (tile.qn[i] < 0) continue;
         T* dst = O.row(b, h, tile.qn[i]);
         A* lrow = LSE + (b * P.h + h) * P.n + tile.qn[i];
-        if (l[i] == A(0)) {  // the query sees no key: zero output, lse = lowest
-          std::fill(dst, dst + e, T(0));
-          *lrow = lowest<A>();
+        if (l[i] == A(0)) {  // the query sees no key: zero output, lse = lowest (merging: keep them)
+          if (!merge) {
+            std::fill(dst, dst + e, T(0));
+            *lrow = lowest<A>();
+          }
+          continue;
+        }
+        const A mine = mx[i] + std::log(l[i]);
+        if (merge && *lrow > lowest<A>() / 2) {
+          // A union's softmax from two groups' (out, lse): out = w_prev out_prev + w_mine out_mine,
+          // w = exp(lse_g - lse), lse = log(exp(lse_prev) + exp(lse_mine)).
+          const A prev = *lrow, top = std::max(prev, mine);
+          const A wp = std::exp(prev - top), wm = std::exp(mine - top), total = wp + wm;
+          const A a = wp / total, c = wm / (total * l[i]);
+          for (int64_t d = 0; d < e; ++d) dst[d] = T(A(dst[d]) * a + acc[i * e + d] * c);
+          *lrow = top + std::log(total);
           continue;
         }
         const A inv = A(1) / l[i];
         for (int64_t d = 0; d < e; ++d) dst[d] = T(acc[i * e + d] * inv);
-        *lrow = mx[i] + std::log(l[i]);
+        *lrow = mine;
       }
     }
   });
@@ -315,7 +328,7 @@ template <typename T, typename G>
 void backward_impl(const Plan& P, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor* bias,
                    const at::Tensor& lse, const at::Tensor& delta, const at::Tensor& dout, at::Tensor& dq,
                    at::Tensor& dk, at::Tensor& dv, at::Tensor* dk_out, at::Tensor* dv_out, at::Tensor* dbias,
-                   int64_t chunks, int64_t group) {
+                   int64_t chunks, int64_t group, bool accumulate) {
   using A = Acc<T>;
   const View<T> Q(q), K(k), V(v), DO(dout);
   const View<G> DQ(dq);
@@ -341,8 +354,9 @@ void backward_impl(const Plan& P, const at::Tensor& q, const at::Tensor& k, cons
                       : DV + ((c * P.b + b) * P.hk + hk) * P.m * e;
       const int64_t lk = direct ? dk_out->stride(2) : e, lv = direct ? dv_out->stride(2) : e;
       // This task's slabs are zeroed here, on its own thread, right before it accumulates into them
-      // (one zero-fill pass per thread, in cache, instead of a serial at::zeros over cold pages).
-      for (int64_t r = 0; r < P.m; ++r) {
+      // (one zero-fill pass per thread, in cache, instead of a serial at::zeros over cold pages);
+      // not when it adds to the caller's gradients of another group of the same union.
+      for (int64_t r = 0; r < P.m && !(direct && accumulate); ++r) {
         std::fill(dkb + r * lk, dkb + r * lk + e, A(0));
         std::fill(dvb + r * lv, dvb + r * lv + e, A(0));
       }
@@ -351,7 +365,7 @@ void backward_impl(const Plan& P, const at::Tensor& q, const at::Tensor& k, cons
           const int64_t r = P.layout_row(h, qt);
           tile.load_queries(Q, b, h, qt);
           if (P.row_ptr[r] == P.row_ptr[r + 1]) {  // queries that see no key: zero gradient
-            for (int64_t i = 0; i < B; ++i)
+            for (int64_t i = 0; i < B && !accumulate; ++i)
               if (tile.qn[i] >= 0) std::fill(DQ.row(b, h, tile.qn[i]), DQ.row(b, h, tile.qn[i]) + e, G(0));
             continue;
           }
@@ -449,7 +463,11 @@ void backward_impl(const Plan& P, const at::Tensor& q, const at::Tensor& k, cons
           for (int64_t i = 0; i < B; ++i) {
             if (tile.qn[i] < 0) continue;
             G* dst = DQ.row(b, h, tile.qn[i]);
-            for (int64_t dd = 0; dd < e; ++dd) dst[dd] = G(gq[i * e + dd] * scale);
+            if (accumulate) {  // G == A here (checked by the caller)
+              for (int64_t dd = 0; dd < e; ++dd) dst[dd] += G(gq[i * e + dd] * scale);
+            } else {
+              for (int64_t dd = 0; dd < e; ++dd) dst[dd] = G(gq[i * e + dd] * scale);
+            }
           }
         }
       }
@@ -522,7 +540,8 @@ std::vector<at::Tensor> blocksparse_forward(const at::Tensor& q, const at::Tenso
                                             const at::Tensor& masks,
                                             const at::Tensor& key_padding, const at::Tensor& bias, int64_t block,
                                             bool per_head, bool q_ident, bool k_ident, double scale, double dropout,
-                                            int64_t seed, int64_t group, const at::Tensor& out_buf) {
+                                            int64_t seed, int64_t group, const at::Tensor& out_buf,
+                                            const at::Tensor& lse_buf) {
   const Plan P = make_plan(q, k, v, q_index, q_valid, k_index, row_ptr, cols, mids, widths, masks, key_padding, block, per_head,
                            q_ident, k_ident, scale, dropout, seed);
   const at::Tensor* bp = checked_bias(bias, q, P.m);
@@ -531,13 +550,19 @@ std::vector<at::Tensor> blocksparse_forward(const at::Tensor& q, const at::Tenso
   at::Tensor out = out_buf.numel() ? out_buf : at::empty({P.b, P.h, P.n, P.e}, q.options());
   TORCH_CHECK(out.sizes() == q.sizes() && out.stride(3) == 1 && out.scalar_type() == q.scalar_type(),
               "blocksparse: out_buf must be (b, h, n, e) in q's dtype with a contiguous last dim");
-  at::Tensor lse = at::empty({P.b, P.h, P.n}, q.options().dtype(acc_type(q)));
+  // lse_buf (with out_buf): another group's (out, lse) of the same union, which this group's
+  // softmax is merged into, in place, by log-sum-exp.
+  const bool merge = lse_buf.numel() > 0;
+  TORCH_CHECK(!merge || (out_buf.numel() && lse_buf.is_contiguous() && lse_buf.numel() == P.b * P.h * P.n &&
+                         lse_buf.scalar_type() == acc_type(q)),
+              "blocksparse: lse_buf needs out_buf and must be a contiguous (b, h, n) in the accumulation dtype");
+  at::Tensor lse = merge ? lse_buf : at::empty({P.b, P.h, P.n}, q.options().dtype(acc_type(q)));
   if (q.scalar_type() == at::kFloat) {
-    forward_impl<float>(P, q, k, v, bp, out, lse, group);
+    forward_impl<float>(P, q, k, v, bp, out, lse, group, merge);
   } else if (q.scalar_type() == at::kDouble) {
-    forward_impl<double>(P, q, k, v, bp, out, lse, group);
+    forward_impl<double>(P, q, k, v, bp, out, lse, group, merge);
   } else {
-    forward_impl<c10::BFloat16>(P, q, k, v, bp, out, lse, group);
+    forward_impl<c10::BFloat16>(P, q, k, v, bp, out, lse, group, merge);
   }
   return {out, lse};
 }
@@ -555,7 +580,7 @@ std::vector<at::Tensor> blocksparse_backward(const at::Tensor& q, const at::Tens
                                              int64_t seed, const at::Tensor& lse, const at::Tensor& delta,
                                              const at::Tensor& dout, bool bias_grad, int64_t group,
                                              bool round_grads, const at::Tensor& dq_buf, const at::Tensor& dk_buf,
-                                             const at::Tensor& dv_buf) {
+                                             const at::Tensor& dv_buf, bool accumulate) {
   const Plan P = make_plan(q, k, v, q_index, q_valid, k_index, row_ptr, cols, mids, widths, masks, key_padding, block, per_head,
                            q_ident, k_ident, scale, dropout, seed);
   const at::Tensor* bp = checked_bias(bias, q, P.m);
@@ -575,16 +600,23 @@ std::vector<at::Tensor> blocksparse_backward(const at::Tensor& q, const at::Tens
   const auto acc = q.options().dtype(acc_type(q));
   const bool rounded = round_grads && q.scalar_type() == at::kBFloat16;
   // dq_buf, dk_buf, dv_buf: the caller's (b, h | hk, n | m, e) views to write the gradients into
-  // (one head group of larger ones), in q's dtype; with round_grads only.
+  // (one head group of larger ones, or one union's gradients that several groups add into).
   const bool bufs = dq_buf.numel() > 0;
-  TORCH_CHECK(!bufs || (round_grads && dq_buf.sizes() == q.sizes() && dk_buf.sizes() == k.sizes() &&
+  // The buffers' dtype: the gradients' (bf16 when rounded, else the accumulation dtype).
+  const at::ScalarType grad_type = rounded ? q.scalar_type() : acc_type(q);
+  TORCH_CHECK(!bufs || (dq_buf.sizes() == q.sizes() && dk_buf.sizes() == k.sizes() &&
                         dv_buf.sizes() == v.sizes() && dq_buf.stride(3) == 1 && dk_buf.stride(3) == 1 &&
-                        dv_buf.stride(3) == 1 && dq_buf.scalar_type() == q.scalar_type() &&
-                        dk_buf.scalar_type() == q.scalar_type() && dv_buf.scalar_type() == q.scalar_type()),
-              "blocksparse: dq_buf, dk_buf, dv_buf must match q, k, v (contiguous last dim) and need round_grads");
+                        dv_buf.stride(3) == 1 && dq_buf.scalar_type() == grad_type &&
+                        dk_buf.scalar_type() == grad_type && dv_buf.scalar_type() == grad_type),
+              "blocksparse: dq_buf, dk_buf, dv_buf must match q, k, v (contiguous last dim), in q's dtype with "
+              "round_grads, else in the accumulation dtype");
+  // accumulate: add into the buffers (another group of the same union wrote them first), not into
+  // rounded bf16 ones, which would round each group's share.
+  TORCH_CHECK(!accumulate || (bufs && !rounded),
+              "blocksparse: accumulate needs dq_buf, dk_buf, dv_buf in the accumulation dtype (no round_grads)");
   at::Tensor dq = bufs ? dq_buf : at::empty({P.b, P.h, P.n, P.e}, rounded ? q.options() : acc);
-  // fp32/fp64 with the caller's buffers and one chunk accumulate straight into them: no slabs.
-  const int64_t slabs = bufs && chunks == 1 && q.scalar_type() != at::kBFloat16 ? 0 : chunks;
+  // Unrounded gradients with the caller's buffers and one chunk accumulate straight into them: no slabs.
+  const int64_t slabs = bufs && chunks == 1 && !rounded ? 0 : chunks;
   at::Tensor dk = at::empty({slabs, P.b, P.hk, P.m, P.e}, acc);
   at::Tensor dv = at::empty({slabs, P.b, P.hk, P.m, P.e}, acc);
   at::Tensor db = bias_grad && bp ? at::zeros({P.b, P.h, P.n, P.m}, acc) : at::empty({0}, acc);
@@ -593,12 +625,13 @@ std::vector<at::Tensor> blocksparse_backward(const at::Tensor& q, const at::Tens
   at::Tensor* dko = bufs && chunks == 1 ? &dk_direct : nullptr;
   at::Tensor* dvo = bufs && chunks == 1 ? &dv_direct : nullptr;
   if (q.scalar_type() == at::kFloat) {
-    backward_impl<float, float>(P, q, k, v, bp, lse, delta, dout, dq, dk, dv, dko, dvo, dbp, chunks, group);
+    backward_impl<float, float>(P, q, k, v, bp, lse, delta, dout, dq, dk, dv, dko, dvo, dbp, chunks, group, accumulate);
   } else if (q.scalar_type() == at::kDouble) {
-    backward_impl<double, double>(P, q, k, v, bp, lse, delta, dout, dq, dk, dv, dko, dvo, dbp, chunks, group);
+    backward_impl<double, double>(P, q, k, v, bp, lse, delta, dout, dq, dk, dv, dko, dvo, dbp, chunks, group,
+                                  accumulate);
   } else if (!rounded) {
-    backward_impl<c10::BFloat16, float>(P, q, k, v, bp, lse, delta, dout, dq, dk, dv, nullptr, nullptr, dbp, chunks,
-                                        group);
+    backward_impl<c10::BFloat16, float>(P, q, k, v, bp, lse, delta, dout, dq, dk, dv, dko, dvo, dbp, chunks, group,
+                                        accumulate);
   } else {
     at::Tensor dk_out = dk_buf, dv_out = dv_buf;  // with one chunk the tasks round their own slabs into these
     if (chunks == 1 && !bufs) {
@@ -607,7 +640,7 @@ std::vector<at::Tensor> blocksparse_backward(const at::Tensor& q, const at::Tens
     }
     backward_impl<c10::BFloat16, c10::BFloat16>(P, q, k, v, bp, lse, delta, dout, dq, dk, dv,
                                                 chunks == 1 ? &dk_out : nullptr, chunks == 1 ? &dv_out : nullptr,
-                                                dbp, chunks, group);
+                                                dbp, chunks, group, false);
     if (chunks == 1) return {dq, dk_out, dv_out, db};
     if (bufs) {
       dk_buf.copy_(dk.sum(0));
@@ -617,7 +650,10 @@ std::vector<at::Tensor> blocksparse_backward(const at::Tensor& q, const at::Tens
     return {dq, dk.sum(0).to(at::kBFloat16), dv.sum(0).to(at::kBFloat16), db};
   }
   if (bufs) {
-    if (chunks > 1) {
+    if (chunks > 1 && accumulate) {
+      dk_buf.add_(dk.sum(0));
+      dv_buf.add_(dv.sum(0));
+    } else if (chunks > 1) {
       dk_buf.copy_(dk.sum(0));
       dv_buf.copy_(dv.sum(0));
     }
@@ -678,12 +714,13 @@ at::Tensor blocksparse_rowdot(const at::Tensor& a, const at::Tensor& b, const at
 TORCH_LIBRARY_FRAGMENT(tfamily_native, m) {
   m.def("blocksparse_forward(Tensor q, Tensor k, Tensor v, Tensor q_index, Tensor q_valid, Tensor k_index, "
         "Tensor row_ptr, Tensor cols, Tensor mids, Tensor widths, Tensor masks, Tensor key_padding, Tensor bias, int block, "
-        "bool per_head, bool q_ident, bool k_ident, float scale, float dropout, int seed, int group, Tensor out_buf) -> Tensor[]");
+        "bool per_head, bool q_ident, bool k_ident, float scale, float dropout, int seed, int group, Tensor out_buf, "
+        "Tensor lse_buf) -> Tensor[]");
   m.def("blocksparse_backward(Tensor q, Tensor k, Tensor v, Tensor q_index, Tensor q_valid, Tensor k_index, "
         "Tensor row_ptr, Tensor cols, Tensor mids, Tensor widths, Tensor masks, Tensor key_padding, Tensor bias, int block, "
         "bool per_head, bool q_ident, bool k_ident, float scale, float dropout, int seed, Tensor lse, "
         "Tensor delta, Tensor dout, bool bias_grad, int group, bool round_grads, Tensor dq_buf, Tensor dk_buf, "
-        "Tensor dv_buf) -> Tensor[]");
+        "Tensor dv_buf, bool accumulate) -> Tensor[]");
   m.def("blocksparse_rowdot(Tensor a, Tensor b, Tensor c) -> Tensor");
 }
 
