@@ -191,8 +191,8 @@ def _worker(args) -> int:
             # spell on a shared machine then hits both, not one of the two.
             timed["dense"] = lambda: F.scaled_dot_product_attention(qg, kg, vg, is_causal=True).backward(grad)
         # Gradients are cleared before each timed call, as a training step's zero_grad does: else
-        # every call after the first also adds its dq, dk, dv into the leaves' .grad (3 passes over
-        # (b, h, L, e) that are no part of attention, 10-15 ms at 16K fp32 against a window's ~200).
+        # every call after the first also adds its dq, dk, dv into the leaves' .grad, three passes
+        # over (b, h, L, e) that are no part of attention.
         best = _time_alternating(timed, reps, cuda, warm=L <= 4096, reset=lambda: _clear_grads(qg, kg, vg))
         fwd_bwd, dense = best.get("pattern"), best.get("dense")
         peak = (torch.cuda.max_memory_allocated(dev) / 2 ** 20 if cuda else _peak_rss_mb() - start)
