@@ -11,9 +11,9 @@ heads); ``causal_density`` the same over the L (L + 1) / 2 causal pairs, i.e. th
 fraction of dense causal work. ``vs_target`` = fwd_bwd_ms / (causal_density x
 dense_fwd_bwd_ms), where ``dense_fwd_bwd_ms`` is dense causal SDPA timed in the same
 worker in alternating rounds with the pattern (steadier than a separate run on a shared
-machine);
-``vs_target_best_dense`` uses the fastest dense time of the whole run instead (the
-conservative ratio, ``add_ratios``); the issue's target is <= 1.5 at L = 16K. Times are the fastest of a few runs.
+machine); ``vs_target_best_dense`` uses the fastest dense time of the whole run instead
+(the conservative ratio, ``add_ratios``). The issue's target is <= 1.5 at L = 16K. Times
+are the fastest of a few rounds, the leaves' gradients cleared before each.
 
 Workers run with ``THP_MEM_ALLOC_ENABLE=1`` (unless the variable is set): PyTorch then
 asks for transparent huge pages for large CPU tensors. On the 2-core development VM,

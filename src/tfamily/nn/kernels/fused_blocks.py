@@ -38,9 +38,10 @@ def plan_rows(plan: Plan) -> tuple:
     """The plan as compressed rows, cached on it: ``(q_index, q_valid, k_index, row_ptr, cols,
     mids, widths, masks)``. Row ``head * n_q_tiles + tile`` visits key tiles
     ``cols[row_ptr[r]:row_ptr[r+1]]``; ``mids`` is -1 for a tile allowed everywhere, else the index
-    of its (B, B) mask in ``masks``, the plan's table of distinct masks (entries share them); ``widths`` the keys the kernel scores from the tile's start: B,
-    or up to the last column any of the tile's queries may see (longformer's 16 global columns in
-    a 128-key tile are 16 keys, not 128)."""
+    of its (B, B) mask in ``masks``, the plan's table of distinct masks (entries share them);
+    ``widths`` the keys the kernel scores from the tile's start: B, or up to the last column any
+    of the tile's queries may see (longformer's 16 global columns in a 128-key tile are 16 keys,
+    not 128)."""
     hit = plan.cache.get("rows")
     if hit is not None:
         return hit
@@ -241,7 +242,7 @@ class FusedUnion(torch.autograd.Function):
         delta = ctx.ops.blocksparse_rowdot(dout, out, lse.new_empty(0))
         bias_grad = ctx.has_bias and ctx.needs_input_grad[3]
         acc = lse.dtype  # float32 for bf16 inputs: the groups' shares are summed before one rounding
-        dq, dk, dv = (torch.empty(t.shape, dtype=acc) for t in (q, k, v))
+        dq, dk, dv = (t.new_empty(t.shape, dtype=acc) for t in (q, k, v))
         db = None
         for i, (args, group) in enumerate(ctx.calls):
             gb = ctx.ops.blocksparse_backward(q, k, v, *args, lse, delta, dout, bias_grad, group, False, dq, dk, dv,
