@@ -13,19 +13,27 @@ and both with the null floor taken off. Rows go to OUT as JSON.
 
     python scripts/attention_floor.py OUT.json strided_heads sliding_window [--dtype bfloat16]
         [--seq-len 16384] [--threads 2] [--rounds 3]
+
+It runs as ``tfamily bench attention``'s workers do, with ``THP_MEM_ALLOC_ENABLE=1`` (PyTorch
+asks for transparent huge pages for large tensors) unless the variable is set:
+``THP_MEM_ALLOC_ENABLE=0`` measures the floor without them.
 """
 from __future__ import annotations
 
-import argparse
-import json
-import time
+import os
 
-import torch
-import torch.nn.functional as F
+os.environ.setdefault("THP_MEM_ALLOC_ENABLE", "1")  # read once, at torch's first large allocation
 
-from tfamily.bench.attention import allowed_pairs
-from tfamily.nn.kernels import BlockSparseKernel
-from tfamily.nn.patterns.examples import examples
+import argparse  # noqa: E402
+import json  # noqa: E402
+import time  # noqa: E402
+
+import torch  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+
+from tfamily.bench.attention import allowed_pairs  # noqa: E402
+from tfamily.nn.kernels import BlockSparseKernel  # noqa: E402
+from tfamily.nn.patterns.examples import examples  # noqa: E402
 
 
 class NullAttention(torch.autograd.Function):
@@ -75,6 +83,7 @@ def main() -> None:
         density = allowed_pairs(cat[name], L, h, "auto", torch.device("cpu")) / (h * L * (L + 1) / 2)
         target = 1.5 * density * best["sdpa"]
         rows.append(dict(pattern=name, dtype=args.dtype, seq_len=L, threads=args.threads,
+                         thp=os.environ["THP_MEM_ALLOC_ENABLE"],
                          causal_density=round(density, 5), sdpa_ms=round(best["sdpa"], 1),
                          null_ms=round(best["null"], 1), target_ms=round(target, 1),
                          pattern_ms=round(best[name], 1), ratio=round(best[name] / target * 1.5, 2),
