@@ -106,13 +106,13 @@ struct Tile {
   int64_t G, W = 0;
   bool in_place = false;               // the group's keys are rows of K and V (else copied to k, v)
   std::vector<T> q, k, v, p;           // p: probabilities (or their gradients) rounded to T for a GEMM
-  std::vector<A> s, keep;
+  std::vector<A> s;
   std::vector<int64_t> qn, kn;         // natural positions (qn: -1 for padding slots)
 
   Tile(const Plan& plan, int64_t group)
       : P(plan), G(group), q(plan.B * plan.e), k(group * plan.B * plan.e), v(group * plan.B * plan.e),
-        p(std::is_same_v<T, A> ? 0 : plan.B * group * plan.B), s(plan.B * group * plan.B),
-        keep(plan.B * group * plan.B), qn(plan.B), kn(group * plan.B) {}
+        p(std::is_same_v<T, A> ? 0 : plan.B * group * plan.B), s(plan.B * group * plan.B), qn(plan.B),
+        kn(group * plan.B) {}
 
   void load_queries(const View<T>& Q, int64_t b, int64_t h, int64_t qt) {
     const int64_t B = P.B, e = P.e;
@@ -165,30 +165,30 @@ struct Tile {
     *ldk = *ldv = e;
   }
 
-  // keep (B x W) = the plan's tile masks (ones for tiles allowed everywhere) and the key padding.
-  // Returns false, leaving keep unset, when nothing in the group is masked.
-  bool load_mask(int64_t b, int64_t x0, int64_t x1) {
+  // The scores (B x W, after the bias) that the group's partial tiles or the key padding forbid,
+  // set to the lowest value in place; exp_nonpos maps them to exactly 0. Tiles allowed everywhere
+  // are not touched. (A keep-mask buffer of ones and zeros, filled for every tile and multiplied
+  // in by the softmax loops, cost more: its u8 -> float fill did not vectorise;
+  // docs/bench/kernel_loops_xeon.)
+  void mask_scores(int64_t b, int64_t x0, int64_t x1) {
     const int64_t B = P.B;
-    const uint8_t* kpb = P.kp ? P.kp + b * P.m : nullptr;
-    bool masked = false;
-    for (int64_t x = x0; x < x1 && !masked; ++x) masked = P.mids[x] >= 0;
-    for (int64_t w = 0; w < W && kpb && !masked; ++w) masked = !kpb[kn[w]];
-    if (!masked) return false;
+    const A low = lowest<A>();
     for (int64_t x = x0, u = 0; x < x1; u += P.widths[x], ++x) {
-      const int64_t wx = P.widths[x];
-      if (P.mids[x] < 0) {
-        for (int64_t i = 0; i < B; ++i) std::fill(&keep[i * W + u], &keep[i * W + u + wx], A(1));
-        continue;
-      }
+      if (P.mids[x] < 0) continue;
       const uint8_t* mk = P.masks + static_cast<int64_t>(P.mids[x]) * B * B;
-      for (int64_t i = 0; i < B; ++i)
-        for (int64_t j = 0; j < wx; ++j) keep[i * W + u + j] = mk[i * B + j] ? A(1) : A(0);
+      const int64_t wx = P.widths[x];
+      for (int64_t i = 0; i < B; ++i) {
+        A* si = &s[i * W + u];
+        const uint8_t* mi = mk + i * B;
+#pragma omp simd
+        for (int64_t j = 0; j < wx; ++j) si[j] = mi[j] ? si[j] : low;
+      }
     }
-    if (kpb)
-      for (int64_t w = 0; w < W; ++w)
-        if (!kpb[kn[w]])
-          for (int64_t i = 0; i < B; ++i) keep[i * W + w] = A(0);
-    return true;
+    if (!P.kp) return;
+    const uint8_t* kpb = P.kp + b * P.m;
+    for (int64_t w = 0; w < W; ++w)
+      if (!kpb[kn[w]])
+        for (int64_t i = 0; i < B; ++i) s[i * W + w] = low;
   }
 
   // s = q k^T (+ the bias at the natural positions).
@@ -219,6 +219,14 @@ struct Tile {
   }
 };
 
+// The stretches of a tile's work that kernel_time_split reports (TimeSplit, common.h), GEMMs
+// excluded; scripts/kernel_time_split.py names them in this order.
+enum Section : int {
+  kFwdLoadQ, kFwdLoadKV, kFwdMask, kFwdSoftmax, kFwdRound, kFwdWrite,
+  kBwdSlabs, kBwdLoad, kBwdLoadKV, kBwdMask, kBwdExp, kBwdGrads, kBwdScatter, kBwdWriteDQ
+};
+static_assert(kBwdWriteDQ + 1 == TimeSplit::kSections);
+
 template <typename T>
 void forward_impl(const Plan& P, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor* bias,
                   at::Tensor& out, at::Tensor& lse, int64_t group, bool merge) {
@@ -230,6 +238,7 @@ void forward_impl(const Plan& P, const at::Tensor& q, const at::Tensor& k, const
   for_tiles(P.b * P.h * P.nqt, next, [&](auto&& claim) {
     Tile<T> tile(P, group);
     std::vector<A> acc(B * e), mx(B), l(B), z(group * B);
+    Laps laps;
     for (int64_t task; (task = claim()) >= 0;) {
       const int64_t qt = task % P.nqt, h = (task / P.nqt) % P.h, b = task / (P.nqt * P.h);
       const int64_t r = P.layout_row(h, qt);
@@ -237,25 +246,23 @@ void forward_impl(const Plan& P, const at::Tensor& q, const at::Tensor& k, const
       std::fill(acc.begin(), acc.end(), A(0));
       std::fill(mx.begin(), mx.end(), lowest<A>());
       std::fill(l.begin(), l.end(), A(0));
+      laps.mark(kFwdLoadQ);
       for (int64_t x0 = P.row_ptr[r], x1; x0 < P.row_ptr[r + 1]; x0 = x1) {
         x1 = P.group_end(r, x0, group);
         const T *kp, *vp;
         int64_t ldk, ldv;
         tile.load_keys(K, V, b, h / g, x0, x1, &kp, &vp, &ldk, &ldv);
+        laps.mark(kFwdLoadKV);
         const int64_t W = tile.W;
-        const bool masked = tile.load_mask(b, x0, x1);
         tile.score(kp, ldk, bias, b, h);
+        tile.mask_scores(b, x0, x1);
+        laps.mark(kFwdMask);
         for (int64_t i = 0; i < B; ++i) {  // online softmax (FlashAttention-2) across groups
           A* si = &tile.s[i * W];
-          const A* ki = &tile.keep[i * W];
           A m = lowest<A>();
-          if (masked) {
+          // A select, not std::max: GCC left `m = std::max(m, si[w])` scalar under this pragma.
 #pragma omp simd reduction(max : m)
-            for (int64_t w = 0; w < W; ++w) m = std::max(m, ki[w] > 0 ? si[w] : lowest<A>());
-          } else {
-#pragma omp simd reduction(max : m)
-            for (int64_t w = 0; w < W; ++w) m = std::max(m, si[w]);
-          }
+          for (int64_t w = 0; w < W; ++w) m = si[w] > m ? si[w] : m;
           if (m == lowest<A>()) {  // no allowed key for this query in this group
             std::fill(si, si + W, A(0));
             continue;
@@ -263,18 +270,10 @@ void forward_impl(const Plan& P, const at::Tensor& q, const at::Tensor& k, const
           const A top = std::max(mx[i], m);
           const A alpha = mx[i] == lowest<A>() ? A(0) : std::exp(mx[i] - top);
           A sum = 0;
-          if (masked) {
 #pragma omp simd reduction(+ : sum)
-            for (int64_t w = 0; w < W; ++w) {
-              si[w] = exp_nonpos(si[w] - top) * ki[w];
-              sum += si[w];
-            }
-          } else {
-#pragma omp simd reduction(+ : sum)
-            for (int64_t w = 0; w < W; ++w) {
-              si[w] = exp_nonpos(si[w] - top);
-              sum += si[w];
-            }
+          for (int64_t w = 0; w < W; ++w) {
+            si[w] = exp_nonpos(si[w] - top);
+            sum += si[w];
           }
           l[i] = l[i] * alpha + sum;
           mx[i] = top;
@@ -287,7 +286,9 @@ void forward_impl(const Plan& P, const at::Tensor& q, const at::Tensor& k, const
             for (int64_t w = 0; w < W; ++w) si[w] *= z[w];
           }
         }
+        laps.mark(kFwdSoftmax);
         mm(false, false, B, e, W, narrow<T>(tile.s.data(), tile.p, B * W), W, vp, ldv, A(1), acc.data(), e);
+        laps.mark(kFwdRound);
       }
       for (int64_t i = 0; i < B; ++i) {
         if (tile.qn[i] < 0) continue;
@@ -315,6 +316,7 @@ void forward_impl(const Plan& P, const at::Tensor& q, const at::Tensor& k, const
         for (int64_t d = 0; d < e; ++d) dst[d] = T(acc[i * e + d] * inv);
         *lrow = mine;
       }
+      laps.mark(kFwdWrite);
     }
   });
 }
@@ -343,6 +345,7 @@ void backward_impl(const Plan& P, const at::Tensor& q, const at::Tensor& k, cons
     std::vector<T> dO(B * e), ds(std::is_same_v<T, A> ? 0 : B * GB);  // ds: dS rounded to T for its GEMMs
     std::vector<A> dp(B * GB), gq(B * e), gk(GB * e), gv(GB * e), l(B), d(B);
     std::vector<A> z(P.dropout > 0 ? B * GB : 0), pz(P.dropout > 0 ? B * GB : 0);
+    Laps laps;
     for (int64_t task; (task = claim()) >= 0;) {
       const int64_t c = task % chunks, hk = (task / chunks) % P.hk, b = task / (chunks * P.hk);
       // This task's dK, dV rows: the caller's views when it accumulates straight into them (row
@@ -360,6 +363,7 @@ void backward_impl(const Plan& P, const at::Tensor& q, const at::Tensor& k, cons
         std::fill(dkb + r * lk, dkb + r * lk + e, A(0));
         std::fill(dvb + r * lv, dvb + r * lv + e, A(0));
       }
+      laps.mark(kBwdSlabs);
       for (int64_t h = hk * g; h < (hk + 1) * g; ++h) {
         for (int64_t qt = c * per_chunk; qt < std::min(P.nqt, (c + 1) * per_chunk); ++qt) {
           const int64_t r = P.layout_row(h, qt);
@@ -383,29 +387,26 @@ void backward_impl(const Plan& P, const at::Tensor& q, const at::Tensor& k, cons
             d[i] = DL[(b * P.h + h) * P.n + qi];
           }
           std::fill(gq.begin(), gq.end(), A(0));
+          laps.mark(kBwdLoad);
           for (int64_t x0 = P.row_ptr[r], x1; x0 < P.row_ptr[r + 1]; x0 = x1) {
             x1 = P.group_end(r, x0, group);
             const T *kp, *vp;
             int64_t ldk, ldv;
             tile.load_keys(K, V, b, hk, x0, x1, &kp, &vp, &ldk, &ldv);
+            laps.mark(kBwdLoadKV);
             const int64_t W = tile.W;
-            const bool masked = tile.load_mask(b, x0, x1);
             tile.score(kp, ldk, bias, b, h);
+            tile.mask_scores(b, x0, x1);
+            laps.mark(kBwdMask);
             for (int64_t i = 0; i < B; ++i) {  // P = exp(s - lse) where allowed
               A* si = &tile.s[i * W];
-              const A* ki = &tile.keep[i * W];
               const A li = l[i];
               if (li <= dead) {
                 std::fill(si, si + W, A(0));
                 continue;
               }
-              if (masked) {
 #pragma omp simd
-                for (int64_t w = 0; w < W; ++w) si[w] = exp_nonpos(si[w] - li) * ki[w];
-              } else {
-#pragma omp simd
-                for (int64_t w = 0; w < W; ++w) si[w] = exp_nonpos(si[w] - li);
-              }
+              for (int64_t w = 0; w < W; ++w) si[w] = exp_nonpos(si[w] - li);
             }
             // dP = dO V^T; dS = P (dP - D); dQ += dS K; dK += dS^T Q; dV += P^T dO
             // With dropout Z: O = (P Z) V, so dV += (P Z)^T dO and dS = P (Z dP - D).
@@ -417,6 +418,7 @@ void backward_impl(const Plan& P, const at::Tensor& q, const at::Tensor& k, cons
               }
               pv = pz.data();
             }
+            laps.mark(kBwdExp);
             mm(false, true, B, W, e, dO.data(), e, vp, ldv, A(0), dp.data(), W);
             for (int64_t i = 0; i < B; ++i) {
               A* dpi = &dp[i * W];
@@ -435,14 +437,14 @@ void backward_impl(const Plan& P, const at::Tensor& q, const at::Tensor& k, cons
               for (int64_t i = 0; i < B; ++i) {
                 if (tile.qn[i] < 0) continue;
                 A* dbi = DB + ((b * P.h + h) * P.n + tile.qn[i]) * P.m;
-                const A* ki = &tile.keep[i * W];
-                for (int64_t w = 0; w < W; ++w)
-                  if (!masked || ki[w] > 0) dbi[tile.kn[w]] += dp[i * W + w];
+                // Forbidden keys add dS = P (dP - D) = 0 (P is exactly 0 there).
+                for (int64_t w = 0; w < W; ++w) dbi[tile.kn[w]] += dp[i * W + w];
               }
             }
             const T* dsT = narrow<T>(dp.data(), ds, B * W);
             const T* pvT = narrow<T>(pv, tile.p, B * W);
             mm(false, false, B, e, W, dsT, W, kp, ldk, A(1), gq.data(), e);
+            laps.mark(kBwdGrads);
             if (tile.in_place) {  // consecutive natural rows: accumulate straight into this task's dK, dV
               const int64_t row0 = tile.kn[0];
               mm(true, false, W, e, B, dsT, W, tile.q.data(), e, A(1), dkb + row0 * lk, lk);
@@ -459,6 +461,7 @@ void backward_impl(const Plan& P, const at::Tensor& q, const at::Tensor& k, cons
                 }
               }
             }
+            laps.mark(kBwdScatter);
           }
           for (int64_t i = 0; i < B; ++i) {
             if (tile.qn[i] < 0) continue;
@@ -469,6 +472,7 @@ void backward_impl(const Plan& P, const at::Tensor& q, const at::Tensor& k, cons
               for (int64_t dd = 0; dd < e; ++dd) dst[dd] = G(gq[i * e + dd] * scale);
             }
           }
+          laps.mark(kBwdWriteDQ);
         }
       }
       if constexpr (!std::is_same_v<G, A>) {
@@ -480,6 +484,7 @@ void backward_impl(const Plan& P, const at::Tensor& q, const at::Tensor& k, cons
           }
         }
       }
+      laps.mark(kBwdSlabs);
     }
   });
 }
@@ -709,6 +714,17 @@ at::Tensor blocksparse_rowdot(const at::Tensor& a, const at::Tensor& b, const at
   return out;
 }
 
+// Switches the in-place time split (TimeSplit, common.h) on or off and returns what it gathered
+// since the previous call, in ns summed over threads: [time inside the tile loops, of which inside
+// tile GEMMs, the number of GEMM calls, then each Section]. It covers every kernel that runs its
+// tiles through for_tiles (block-sparse and LSH).
+std::vector<int64_t> kernel_time_split(bool on) {
+  std::vector<int64_t> out{TimeSplit::busy.exchange(0), TimeSplit::gemm.exchange(0), TimeSplit::calls.exchange(0)};
+  for (auto& x : TimeSplit::section) out.push_back(x.exchange(0));
+  TimeSplit::on = on;
+  return out;
+}
+
 }  // namespace
 
 TORCH_LIBRARY_FRAGMENT(tfamily_native, m) {
@@ -722,6 +738,8 @@ TORCH_LIBRARY_FRAGMENT(tfamily_native, m) {
         "Tensor delta, Tensor dout, bool bias_grad, int group, bool round_grads, Tensor dq_buf, Tensor dk_buf, "
         "Tensor dv_buf, bool accumulate) -> Tensor[]");
   m.def("blocksparse_rowdot(Tensor a, Tensor b, Tensor c) -> Tensor");
+  // No tensor argument to dispatch on: registered with its function (a catch-all kernel).
+  m.def("kernel_time_split(bool on) -> int[]", &kernel_time_split);
 }
 
 TORCH_LIBRARY_IMPL(tfamily_native, CPU, m) {

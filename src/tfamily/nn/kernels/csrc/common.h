@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -34,6 +35,52 @@ void cblas_gemm_bf16bf16f32(int, int, int, int, int, int, float, const uint16_t*
 
 namespace tfamily_native {
 
+// Where a kernel's time goes, measured in place (the kernel_time_split op switches it on and reads
+// it): per thread, the time inside its tile loop; of that, the time inside tile GEMMs; and the time
+// of each named stretch of a tile's work (Laps), GEMMs excluded. Off, each GEMM and each lap mark
+// costs one relaxed load. perf attributes time to functions; this attributes it to the kernel's
+// own stages, which are inlined into one function.
+struct TimeSplit {
+  static constexpr int kSections = 14;
+  static inline std::atomic<bool> on{false};
+  static inline std::atomic<int64_t> busy{0}, gemm{0}, calls{0}, section[kSections] = {};
+  static inline thread_local int64_t gemm_local = 0, calls_local = 0, section_local[kSections] = {};
+  static bool enabled() { return on.load(std::memory_order_relaxed); }
+  static int64_t now() {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+        .count();
+  }
+};
+
+struct GemmClock {  // around one tile GEMM
+  const int64_t t0 = TimeSplit::enabled() ? TimeSplit::now() : -1;
+  ~GemmClock() {
+    if (t0 < 0) return;
+    TimeSplit::gemm_local += TimeSplit::now() - t0;
+    ++TimeSplit::calls_local;
+  }
+};
+
+// Consecutive stretches of one thread's tile loop: mark(i) adds the time since the previous mark,
+// less the GEMM time in between, to section i.
+class Laps {
+  int64_t last_ = -1, gemm_at_last_ = 0;
+
+ public:
+  Laps() {
+    if (!TimeSplit::enabled()) return;
+    last_ = TimeSplit::now();
+    gemm_at_last_ = TimeSplit::gemm_local;
+  }
+  void mark(int section) {
+    if (last_ < 0) return;
+    const int64_t t = TimeSplit::now();
+    TimeSplit::section_local[section] += (t - last_) - (TimeSplit::gemm_local - gemm_at_last_);
+    last_ = t;
+    gemm_at_last_ = TimeSplit::gemm_local;
+  }
+};
+
 struct OneBlasThread {  // for the lifetime of one parallel_for body, on its thread
   int saved = 0;
   OneBlasThread() {
@@ -49,6 +96,7 @@ struct OneBlasThread {  // for the lifetime of one parallel_for body, on its thr
 // Column-major BLAS computes C^T = op(B)^T op(A)^T, so the operands swap.
 template <typename T>
 void mm(bool ta, bool tb, int M, int N, int K, const T* A, int lda, const T* B, int ldb, T beta, T* C, int ldc) {
+  const GemmClock clock;
   const char tA = tb ? 'T' : 'N', tB = ta ? 'T' : 'N';
   const T one = 1;
   if constexpr (std::is_same_v<T, float>) {
@@ -67,6 +115,7 @@ void mm(bool ta, bool tb, int M, int N, int K, const T* A, int lda, const T* B, 
 // Row-major C[M x N] (fp32) = op(A) op(B) + beta C with bf16 operands, products and sums in fp32.
 inline void mm(bool ta, bool tb, int M, int N, int K, const c10::BFloat16* A, int lda, const c10::BFloat16* B,
                int ldb, float beta, float* C, int ldc) {
+  const GemmClock clock;
   if (cblas_gemm_bf16bf16f32)
     return cblas_gemm_bf16bf16f32(101, ta ? 112 : 111, tb ? 112 : 111, M, N, K, 1.0f,
                                   reinterpret_cast<const uint16_t*>(A), lda, reinterpret_cast<const uint16_t*>(B), ldb,
@@ -81,10 +130,12 @@ inline void mm(bool ta, bool tb, int M, int N, int K, const c10::BFloat16* A, in
 
 // exp(min(x, 0)) (allowed scores minus their row maximum are <= 0), vectorisable by the compiler: 2^n exp(r)
 // with n = round(x / ln 2), |r| <= ln 2 / 2, and Cephes' degree-6 polynomial for exp(r) (about
-// 1 ulp, as Sleef's u10 exp that torch.exp uses). Below -87 it returns exp(-87) ~ 1.6e-38, far
-// under fp32 resolution against the row's largest term (which is 1).
+// 1 ulp, as Sleef's u10 exp that torch.exp uses). x is clamped to [-127 ln 2, 0]: where n reaches
+// -127 (x below about -87.7, exp(x) < 1e-38, far under fp32 resolution against the row's largest
+// term, which is 1) the bits of 2^n are those of 0.0, so the result is exactly 0; masked scores
+// (the lowest float) become 0 without a select.
 inline float exp_nonpos(float x) {
-  x = x < -87.0f ? -87.0f : (x > 0.0f ? 0.0f : x);  // masked entries may lie above 0: they are zeroed after
+  x = x < -88.0296f ? -88.0296f : (x > 0.0f ? 0.0f : x);
   const float n = std::floor(x * 1.44269504088896341f + 0.5f);
   float r = x - n * 0.693359375f;
   r = r + n * 2.12194440e-4f;
@@ -110,10 +161,22 @@ template <typename Body>
 void for_tiles(int64_t n, std::atomic<int64_t>& next, const Body& body) {
   at::parallel_for(0, std::max<int64_t>(1, std::min<int64_t>(n, at::get_num_threads())), 1, [&](int64_t, int64_t) {
     OneBlasThread one_thread;
+    const bool timed = TimeSplit::enabled();
+    const int64_t t0 = timed ? TimeSplit::now() : 0;
+    if (timed) {
+      TimeSplit::gemm_local = TimeSplit::calls_local = 0;
+      for (auto& x : TimeSplit::section_local) x = 0;
+    }
     body([&]() -> int64_t {
       const int64_t t = next.fetch_add(1, std::memory_order_relaxed);
       return t < n ? t : -1;
     });
+    if (timed) {
+      TimeSplit::busy += TimeSplit::now() - t0;
+      TimeSplit::gemm += TimeSplit::gemm_local;
+      TimeSplit::calls += TimeSplit::calls_local;
+      for (int i = 0; i < TimeSplit::kSections; ++i) TimeSplit::section[i] += TimeSplit::section_local[i];
+    }
   });
 }
 
