@@ -23,6 +23,7 @@ from pathlib import Path
 
 import torch
 import torch.nn.functional as F
+from ab_common import add_common_args, inputs  # scripts/ (this script's directory)
 
 # csrc/blocksparse.cpp's Section enum, in order.
 SECTIONS = ["fwd.load_q", "fwd.load_kv", "fwd.mask", "fwd.softmax", "fwd.round_p", "fwd.write_out",
@@ -55,9 +56,7 @@ def main(argv=None) -> int:
     p.add_argument("out")
     p.add_argument("patterns", nargs="+")
     p.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"])
-    p.add_argument("--seq-len", type=int, default=16384)
-    p.add_argument("--threads", type=int, default=2)
-    p.add_argument("--rounds", type=int, default=3)
+    add_common_args(p, rounds=3)
     p.add_argument("--no-sdpa", action="store_true", help="skip the dense SDPA timing (and the target)")
     args = p.parse_args(argv)
     ops = native.ops()
@@ -67,13 +66,10 @@ def main(argv=None) -> int:
     unknown = sorted(set(args.patterns) - set(examples(args.seq_len)))
     if unknown:
         raise SystemExit(f"kernel_time_split: unknown pattern(s) {unknown}; choose from {sorted(examples(args.seq_len))}")
-    torch.manual_seed(0)
     torch.set_num_threads(args.threads)
     threads = torch.get_num_threads()
-    L, b, h, e = args.seq_len, 1, 8, 64
-    dtype = getattr(torch, args.dtype)
-    q, k, v = (torch.randn(b, h, L, e, dtype=dtype, requires_grad=True) for _ in range(3))
-    grad = torch.randn(b, h, L, e, dtype=dtype)
+    L, h = args.seq_len, 8
+    q, k, v, grad = inputs(L, getattr(torch, args.dtype))
     kernel = KERNELS["blocksparse"](block_size="auto")
 
     def run(fn):

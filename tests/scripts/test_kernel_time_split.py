@@ -2,6 +2,7 @@
 while switched on, its parts are parts of the whole, and the script's rows carry the target."""
 import importlib.util
 import json
+import sys
 from pathlib import Path
 
 import pytest
@@ -10,8 +11,9 @@ import torch
 from tfamily.nn.kernels import KERNELS, native
 from tfamily.nn.patterns.examples import examples
 
-spec = importlib.util.spec_from_file_location("kernel_time_split",
-                                              Path(__file__).parents[2] / "scripts" / "kernel_time_split.py")
+SCRIPTS = Path(__file__).parents[2] / "scripts"
+sys.path.insert(0, str(SCRIPTS))  # the script imports ab_common from its own directory
+spec = importlib.util.spec_from_file_location("kernel_time_split", SCRIPTS / "kernel_time_split.py")
 split = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(split)
 
