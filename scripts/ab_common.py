@@ -20,6 +20,15 @@ def inputs(seq_len: int, dtype: torch.dtype, seed: int = 0):
     return (*(t.requires_grad_() for t in (q, k, v)), grad)
 
 
+def causal_density(pattern, seq_len: int, n_heads: int = 8) -> float:
+    """The pattern's allowed (head, query, key) triples over the dense causal ones, as the bench
+    counts them: its target is 1.5 x this x dense causal SDPA's time."""
+    from tfamily.bench.attention import allowed_pairs
+
+    allowed = allowed_pairs(pattern, seq_len, n_heads, "auto", torch.device("cpu"))
+    return allowed / (n_heads * seq_len * (seq_len + 1) / 2)
+
+
 def fwd_bwd_ms(kernel, pattern, q, k, v, grad) -> float:
     """One forward and backward through ``kernel``, in ms (leaf gradients cleared first)."""
     q.grad = k.grad = v.grad = None

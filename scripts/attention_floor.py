@@ -31,7 +31,7 @@ import time  # noqa: E402
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
-from tfamily.bench.attention import allowed_pairs  # noqa: E402
+from ab_common import add_common_args, causal_density, inputs  # noqa: E402  (scripts/)
 from tfamily.nn.kernels import BlockSparseKernel  # noqa: E402
 from tfamily.nn.patterns.examples import examples  # noqa: E402
 
@@ -53,15 +53,11 @@ def main() -> None:
     p.add_argument("out")
     p.add_argument("patterns", nargs="+")
     p.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"])
-    p.add_argument("--seq-len", type=int, default=16384)
-    p.add_argument("--threads", type=int, default=2)
-    p.add_argument("--rounds", type=int, default=3)
+    add_common_args(p, rounds=3)
     args = p.parse_args()
     torch.set_num_threads(args.threads)
-    L, h, e, dtype = args.seq_len, 8, 64, getattr(torch, args.dtype)
-    gen = torch.Generator().manual_seed(0)
-    q, k, v = (torch.randn(1, h, L, e, generator=gen).to(dtype).requires_grad_() for _ in range(3))
-    grad = torch.randn(1, h, L, e, generator=gen).to(dtype)
+    L = args.seq_len
+    q, k, v, grad = inputs(L, getattr(torch, args.dtype))
     kernel = BlockSparseKernel("auto")
     cat = examples(L)
     fns = {"sdpa": lambda: F.scaled_dot_product_attention(q, k, v, is_causal=True).backward(grad),
@@ -80,7 +76,7 @@ def main() -> None:
     best = {name: min(ts) for name, ts in times.items()}
     rows = []
     for name in args.patterns:
-        density = allowed_pairs(cat[name], L, h, "auto", torch.device("cpu")) / (h * L * (L + 1) / 2)
+        density = causal_density(cat[name], L)
         target = 1.5 * density * best["sdpa"]
         rows.append(dict(pattern=name, dtype=args.dtype, seq_len=L, threads=args.threads,
                          thp=os.environ["THP_MEM_ALLOC_ENABLE"],

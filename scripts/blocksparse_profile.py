@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 
 import torch
+from ab_common import inputs  # scripts/ (this script's directory)
 
 from tfamily.nn.kernels import BlockSparseKernel
 from tfamily.nn.patterns.examples import examples
@@ -27,10 +28,7 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     pattern = examples(args.seq_len)[args.pattern]
     kernel = BlockSparseKernel("auto")
-    gen = torch.Generator().manual_seed(0)
-    dtype = getattr(torch, args.dtype)
-    q, k, v = (torch.randn(1, 8, args.seq_len, 64, generator=gen).to(dtype).requires_grad_() for _ in range(3))
-    grad = torch.randn(1, 8, args.seq_len, 64, generator=gen).to(dtype)
+    q, k, v, grad = inputs(args.seq_len, getattr(torch, args.dtype))
 
     def call():
         q.grad = k.grad = v.grad = None

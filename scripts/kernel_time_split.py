@@ -23,7 +23,7 @@ from pathlib import Path
 
 import torch
 import torch.nn.functional as F
-from ab_common import add_common_args, inputs  # scripts/ (this script's directory)
+from ab_common import add_common_args, causal_density, inputs  # scripts/ (this script's directory)
 
 # csrc/blocksparse.cpp's Section enum, in order.
 SECTIONS = ["fwd.load_q", "fwd.load_kv", "fwd.mask", "fwd.softmax", "fwd.round_p", "fwd.write_out",
@@ -48,7 +48,6 @@ def split_call(ops, step) -> tuple[float, dict]:
 
 
 def main(argv=None) -> int:
-    from tfamily.bench.attention import allowed_pairs
     from tfamily.nn.kernels import KERNELS, native
     from tfamily.nn.patterns.examples import examples
 
@@ -68,7 +67,7 @@ def main(argv=None) -> int:
         raise SystemExit(f"kernel_time_split: unknown pattern(s) {unknown}; choose from {sorted(examples(args.seq_len))}")
     torch.set_num_threads(args.threads)
     threads = torch.get_num_threads()
-    L, h = args.seq_len, 8
+    L = args.seq_len
     q, k, v, grad = inputs(L, getattr(torch, args.dtype))
     kernel = KERNELS["blocksparse"](block_size="auto")
 
@@ -96,7 +95,7 @@ def main(argv=None) -> int:
                    outside_ms=round(wall * threads - parts["loops_ms"], 1),
                    sections_ms={n: round(x, 1) for n, x in parts["sections_ms"].items()})
         if sdpa_ms is not None:
-            density = allowed_pairs(pattern, L, h, "auto", torch.device("cpu")) / (h * L * (L + 1) / 2)
+            density = causal_density(pattern, L)
             row.update(sdpa_ms=round(sdpa_ms, 1), causal_density=round(density, 5),
                        target_ms=round(1.5 * density * sdpa_ms, 1), vs_target=round(wall / (density * sdpa_ms), 3),
                        gemm_alone_ms=round(parts["gemm_ms"] / threads, 1))
