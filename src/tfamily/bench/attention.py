@@ -46,7 +46,8 @@ def add_args(p) -> None:
     p.add_argument("--kernel", default="blocksparse", choices=["blocksparse", "flex"],
                    help="flex is forward-only on CPU (fwd_bwd_ms is then null)")
     p.add_argument("--block-size", type=_block, default="auto",
-                   help="tile size, or 'auto' (blocksparse picks 64/128/256 per pattern and length)")
+                   help="tile size, or 'auto' (blocksparse picks one per pattern, length and dtype by modelled "
+                        "cost: nn/kernels/layout.py)")
     p.add_argument("--batch", type=int, default=1)
     p.add_argument("--heads", type=int, default=8)
     p.add_argument("--d-head", type=int, default=64)

@@ -162,10 +162,10 @@ def test_auto_block_size_picks_a_tile_by_cost_and_matches_reference():
     chosen = [(key, b) for key, b in _BEST.items() if key[0] == (pattern,) and key[2] == 300]
     assert chosen and chosen[0][1] in AUTO_BLOCKS + AUTO_BLOCKS_COMPILED
     # The pick is the cheapest candidate plan by the cost model.
-    (parts, order, n, m, q_offset, heads, device, fold, compiled), pick = chosen[0]
-    from tfamily.nn.kernels.layout import build_plan, plan_cost
-    costs = {b: plan_cost(build_plan(parts, order, n, m, q_offset, b, heads, device), fold, compiled)
-             for b in (AUTO_BLOCKS_COMPILED if compiled else AUTO_BLOCKS) if b <= max(n, 64)}
+    (parts, order, n, m, q_offset, heads, device, fold, engine), pick = chosen[0]
+    from tfamily.nn.kernels.layout import AUTO_SIZES, build_plan, plan_cost
+    costs = {b: plan_cost(build_plan(parts, order, n, m, q_offset, b, heads, device), fold, engine)
+             for b in AUTO_SIZES[engine] if b <= max(n, 64)}
     assert pick == min(costs, key=costs.get)
     chosen = [b for _, b in chosen]
     # Only the chosen tile size's plan stays cached (the others were built to be costed).

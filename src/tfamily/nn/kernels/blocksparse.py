@@ -24,7 +24,7 @@ from . import fused_blocks
 from .base import allowed_mask
 from .flash_lse import attention_with_lse
 from .gather import permute, reorder, take
-from .layout import AUTO_BLOCKS, get_plan, parts_per_head, split
+from .layout import AUTO_BLOCKS, cost_engine, get_plan, parts_per_head, split
 from .sdpa import SDPAKernel
 from .tiles import PerHeadTiles, SharedTiles
 
@@ -166,7 +166,7 @@ def group_plan(q, k, query_order, parts, heads, ctx, ops):
     per_head = parts_per_head(parts)
     return get_plan(parts, query_order, q.shape[2], k.shape[2], ctx["q_offset"], ctx["block"],
                     heads if per_head else None, q.device, fold=1 if per_head else q.shape[1] // k.shape[1],
-                    compiled=ops is not None)
+                    engine=cost_engine(ops is not None, q.dtype, q.device))
 
 
 def attend_group(q, k, v, query_order, parts, heads, bias, ctx, want_lse: bool):

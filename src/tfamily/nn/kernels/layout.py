@@ -15,8 +15,8 @@ from ..patterns import Difference, Union, is_per_head, key_order, query_order
 from .plan import EMPTY, FULL, Bucket, Plan
 from .plan_build import build_plan, coarsen_plan
 
-__all__ = ["AUTO_BLOCKS", "AUTO_BLOCKS_COMPILED", "EMPTY", "FULL", "PLANS", "Bucket", "Plan", "PlanCache", "build_plan",
-           "coarsen_plan", "get_plan", "parts_per_head", "plan_cost", "split"]
+__all__ = ["AUTO_BLOCKS", "AUTO_BLOCKS_COMPILED", "AUTO_SIZES", "EMPTY", "FULL", "PLANS", "ROW_COSTS", "Bucket", "Plan",
+           "PlanCache", "build_plan", "coarsen_plan", "cost_engine", "get_plan", "parts_per_head", "plan_cost", "split"]
 
 
 class PlanCache:
@@ -47,16 +47,16 @@ PLANS = PlanCache(size=32)
 
 
 def get_plan(parts: tuple, query_order, n: int, m: int, q_offset: int, block: int | str,
-             heads: tuple | None, device: torch.device, fold: int = 1, compiled: bool = False) -> Plan:
+             heads: tuple | None, device: torch.device, fold: int = 1, engine: str = "tiles") -> Plan:
     """``parts``: disjoint patterns, each read from its own key copy (its ``key_order``).
     ``block="auto"`` picks the tile size with the lowest modelled cost (``plan_cost``) for the
-    kernel that runs it (``compiled``: the fused C++ kernel, else SDPA on gathered tiles);
-    ``fold`` is how many query heads share a tile (grouped-query heads)."""
+    engine that runs it (a key of ``ROW_COSTS``, see ``cost_engine``); ``fold`` is how many
+    query heads share a tile (grouped-query heads)."""
     if block == "auto":
-        key = (parts, query_order, n, m, q_offset, heads, str(device), fold, compiled)
+        key = (parts, query_order, n, m, q_offset, heads, str(device), fold, engine)
         block = _BEST.get(key)
         if block is None:
-            costs = _auto_costs(parts, query_order, n, m, q_offset, heads, device, fold, compiled)
+            costs = _auto_costs(parts, query_order, n, m, q_offset, heads, device, fold, engine)
             block = min(costs, key=costs.get)
             _BEST[key] = block
             for b in costs:  # the losing candidates' plans need not sit in the cache
@@ -70,34 +70,61 @@ def _plan_key(parts, query_order, n, m, q_offset, block, heads, device) -> tuple
     return parts, query_order, n, m, q_offset, block, heads, str(device)
 
 
-# Tile sizes tried by block="auto", and the relative cost per computed score of fused SDPA
-# (forward + backward) by query rows per tile, measured on the 2-core CPU (torch 2.13,
-# e=64): the CPU flash kernel splits queries into chunks of 32 below 192 rows, 64 below
-# 768 and 256 above, so short tiles run below peak. Dense causal SDPA is ~1.0.
+# Tile sizes tried by block="auto", and the relative cost per computed score (forward +
+# backward) by query rows per tile, per engine (``cost_engine``), all measured at e=64 on the
+# 2-core CPUs, torch 2.13.
+# "tiles": fused SDPA on gathered tiles: the CPU flash kernel splits queries into chunks of 32
+# below 192 rows, 64 below 768 and 256 above, so short tiles run below peak. Dense causal SDPA
+# is ~1.0.
+# "fused": the compiled kernel (csrc/blocksparse.cpp) in fp32 or fp64. It scores a query tile
+# against up to 512 keys per GEMM, so its cost per score hardly depends on the tile: sliding
+# window 256 at 4K, 1 thread, 1.05 (64), 1.00 (128), 1.05 (256); 32-row tiles cost more per
+# score but halve the waste of narrow windows (strided at 4K: 137 ms at 32, 164 at 64). It does
+# not fold grouped heads into a tile, so ``fold`` does not change its rows.
+# "fused_amx_bf16": the same kernel in bf16 where the CPU has AMX (MKL's bf16 GEMM on AMX
+# tiles). Its small products pay more per call: over the ten bench patterns at 16K, 2 threads,
+# the time per computed score of 32-row tiles was 1.28-1.51x (median 1.41) that of 64-row
+# ones, against 1.04-1.30x (median 1.11) in fp32 (`python scripts/blocksparse_block_ab.py
+# --dtype bfloat16 --patterns <the ten>`; docs/bench/block_ab_bf16_xeon/).
 AUTO_BLOCKS = (64, 128, 256)
 AUTO_BLOCKS_COMPILED = (32, 64, 128, 256)
 _ROW_COST = ((64, 2.6), (128, 1.5), (256, 1.15), (512, 1.07))
-# The compiled kernel (csrc/blocksparse.cpp) scores a query tile against up to 512 keys per
-# GEMM, so its cost per score hardly depends on the tile: sliding window 256 at 4K, 1 thread,
-# forward + backward per computed score, 1.05 (64), 1.00 (128), 1.05 (256); 32-row tiles cost
-# more per score but halve the waste of narrow windows (strided at 4K: 137 ms at 32, 164 at 64). It does not fold
-# grouped heads into a tile, so ``fold`` does not change its rows.
 _ROW_COST_COMPILED = ((32, 1.2), (64, 1.05), (128, 1.0), (256, 1.05))
+ROW_COSTS = {"tiles": _ROW_COST, "fused": _ROW_COST_COMPILED,
+             "fused_amx_bf16": ((32, 1.55), (64, 1.1), (128, 1.0), (256, 1.05))}
+AUTO_SIZES = {"tiles": AUTO_BLOCKS, "fused": AUTO_BLOCKS_COMPILED, "fused_amx_bf16": AUTO_BLOCKS_COMPILED}
 _BEST: dict = {}
 
 
-def _per_score(block: int, fold: int, compiled: bool) -> float:
-    rows = block if compiled else block * fold
-    return next((c for r, c in (_ROW_COST_COMPILED if compiled else _ROW_COST) if rows <= r), 1.0)
+def cost_engine(compiled: bool, dtype: torch.dtype, device: torch.device) -> str:
+    """Which ``ROW_COSTS`` table models a call: SDPA on gathered tiles, or the compiled kernel,
+    whose bf16 tiles on an AMX CPU have their own table. bf16 elsewhere (AVX512-BF16 without AMX,
+    or emulated on AVX2) was not measured apart and keeps the fp32 table."""
+    if not compiled:
+        return "tiles"
+    if dtype == torch.bfloat16 and device.type == "cpu" and _has_amx():
+        return "fused_amx_bf16"
+    return "fused"
 
 
-def plan_cost(plan: Plan, fold: int = 1, compiled: bool = False) -> float:
+@functools.lru_cache(maxsize=1)
+def _has_amx() -> bool:
+    probe = getattr(torch.cpu, "_is_amx_tile_supported", None)
+    return bool(probe()) if probe is not None else False
+
+
+def _per_score(block: int, fold: int, engine: str) -> float:
+    rows = block if engine != "tiles" else block * fold
+    return next((c for r, c in ROW_COSTS[engine] if rows <= r), 1.0)
+
+
+def plan_cost(plan: Plan, fold: int = 1, engine: str = "tiles") -> float:
     """Modelled time of a plan: computed scores weighted by the per-score cost of tiles
     with that many query rows."""
-    return _per_score(plan.block, fold, compiled) * fold * sum(bk.scores for bk in plan.buckets)
+    return _per_score(plan.block, fold, engine) * fold * sum(bk.scores for bk in plan.buckets)
 
 
-def _auto_costs(parts, query_order, n, m, q_offset, heads, device, fold, compiled) -> dict:
+def _auto_costs(parts, query_order, n, m, q_offset, heads, device, fold, engine) -> dict:
     """``plan_cost`` of the candidate tile sizes, smallest first, stopping once no larger one can
     win. A larger candidate (a multiple of the smaller: its tiles are unions of theirs, over the
     same virtual axes) has every live smaller tile inside one of its live tiles, so its scores are
@@ -107,7 +134,7 @@ def _auto_costs(parts, query_order, n, m, q_offset, heads, device, fold, compile
     the one the full search makes (bigbird at 64K: the 256-row candidate took half the first
     call's 40 s of planning). The larger candidates are coarsened from the first one
     (``coarsen_plan``), so the patterns' masks are evaluated once."""
-    sizes = [b for b in (AUTO_BLOCKS_COMPILED if compiled else AUTO_BLOCKS) if b <= max(n, 64)]
+    sizes = [b for b in AUTO_SIZES[engine] if b <= max(n, 64)]
     costs: dict = {}
     fine = None
     for i, b in enumerate(sizes):
@@ -116,12 +143,12 @@ def _auto_costs(parts, query_order, n, m, q_offset, heads, device, fold, compile
         else:  # from the finest plan, without evaluating the masks again
             plan = PLANS.get(_plan_key(parts, query_order, n, m, q_offset, b, heads, device),
                              lambda: coarsen_plan(fine, parts, query_order, n, m, q_offset, b, heads, device))
-        costs[b] = plan_cost(plan, fold, compiled)
+        costs[b] = plan_cost(plan, fold, engine)
         rest = sizes[i + 1:]
         if not rest or any(r % b for r in rest):
             continue
         live = sum(int(bk.live.sum()) for bk in plan.buckets) * b * b
-        bound = min(_per_score(r, fold, compiled) for r in rest) * fold * live
+        bound = min(_per_score(r, fold, engine) for r in rest) * fold * live
         if bound >= min(costs.values()):
             break
     return costs
