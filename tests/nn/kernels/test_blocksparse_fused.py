@@ -296,7 +296,7 @@ def test_narrow_tiles_score_only_the_columns_their_queries_see(monkeypatch):
     from tfamily.nn.patterns import GlobalTokens, Union
     pattern = Union(SlidingWindow(20), GlobalTokens(3))
     (qo, parts), = split(pattern)
-    plan = get_plan(parts, qo, 96, 96, 0, BLOCK, None, torch.device("cpu"), compiled=True)
+    plan = get_plan(parts, qo, 96, 96, 0, BLOCK, None, torch.device("cpu"), engine="fused")
     _, _, _, row_ptr, cols, mids, widths, masks = fused_blocks.plan_rows(plan)
     assert bool((widths[cols == 0][3:] == 3).all())  # rows past the window see columns 0-2 of tile 0
     for x in range(cols.numel()):  # no column at or past a tile's width is allowed to any query
