@@ -83,8 +83,8 @@ def _plan_key(parts, query_order, n, m, q_offset, block, heads, device) -> tuple
 # not fold grouped heads into a tile, so ``fold`` does not change its rows.
 # "fused_amx_bf16": the same kernel in bf16 where the CPU has AMX (MKL's bf16 GEMM on AMX
 # tiles). Its small products pay more per call: over the ten bench patterns at 16K, 2 threads,
-# the time per computed score of 32-row tiles was 1.28-1.51x (median 1.41) that of 64-row
-# ones, against 1.04-1.30x (median 1.11) in fp32 (`python scripts/blocksparse_block_ab.py
+# two runs, the time per computed score of 32-row tiles was 1.21-1.54x (median 1.38) that of
+# 64-row ones, against 0.97-1.30x (median 1.11) in fp32 (`python scripts/blocksparse_block_ab.py
 # --dtype bfloat16 --patterns <the ten>`; docs/bench/block_ab_bf16_xeon/).
 AUTO_BLOCKS = (64, 128, 256)
 AUTO_BLOCKS_COMPILED = (32, 64, 128, 256)
