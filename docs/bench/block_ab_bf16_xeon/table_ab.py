@@ -8,11 +8,10 @@ that ``blocksparse.group_plan`` asks ``cost_engine`` for; both routes' plans sta
 """
 import argparse
 import json
-import time
 
 import torch
 
-from ab_common import inputs
+from ab_common import fwd_bwd_ms, inputs
 from tfamily.nn.kernels import BlockSparseKernel, blocksparse, layout
 from tfamily.nn.patterns.examples import examples
 
@@ -32,27 +31,18 @@ if real(True, torch.bfloat16, torch.device("cpu")) != "fused_amx_bf16":
     raise SystemExit("this CPU has no AMX: both routes would use the same table")
 for name in args.patterns:
     pattern = examples(L)[name]
-
-    def step():
-        for x in (q, k, v):
-            x.grad = None
-        out = kernel(q, k, v, pattern=pattern)[0]
-        out.backward(grad)
-
     picks = {}
     for route, fn in ROUTES.items():
         blocksparse.cost_engine = fn
         layout._BEST.clear()
-        step()  # plans and warm-up
+        fwd_bwd_ms(kernel, pattern, q, k, v, grad)  # plans and warm-up
         picks[route] = sorted({b for key, b in layout._BEST.items() if key[2] == L})
-        step()
+        fwd_bwd_ms(kernel, pattern, q, k, v, grad)
     times = {route: [] for route in ROUTES}
     for r in range(args.rounds):
         for route in (list(ROUTES) if r % 2 == 0 else list(ROUTES)[::-1]):
             blocksparse.cost_engine = ROUTES[route]
-            t0 = time.perf_counter()
-            step()
-            times[route].append(round((time.perf_counter() - t0) * 1e3, 1))
+            times[route].append(round(fwd_bwd_ms(kernel, pattern, q, k, v, grad), 1))
     blocksparse.cost_engine = real
     row = dict(pattern=name, dtype="bfloat16", seq_len=L, rounds=args.rounds, picks=picks,
                **{f"{route}_best_ms": min(t) for route, t in times.items()},
