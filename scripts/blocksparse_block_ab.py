@@ -57,7 +57,7 @@ def main() -> None:
         row = dict(pattern=name, seq_len=L, threads=args.threads, dtype=args.dtype, auto_picks=picked,
                    ms={str(b): [round(min(t), 1), round(statistics.median(t), 1)] for b, t in times.items()},
                    scores={str(b): n for b, n in scores.items()},
-                   # best ms per million computed scores: the cost per score of each tile size
+                   # best us per thousand computed scores: the cost per score of each tile size
                    us_per_kscore={str(b): round(min(times[b]) * 1e3 / (n / 1e3), 3) for b, n in scores.items() if n})
         rows.append(row)
         print(json.dumps(row), flush=True)
