@@ -27,7 +27,7 @@ q, k, v, grad = inputs(L, torch.bfloat16)
 kernel = BlockSparseKernel("auto")
 real = layout.cost_engine
 ROUTES = {"old_table": lambda *a: "fused", "new_table": real}
-if real(True, torch.bfloat16, torch.device("cpu")) != "fused_amx_bf16":
+if real(True, torch.bfloat16) != "fused_amx_bf16":
     raise SystemExit("this CPU has no AMX: both routes would use the same table")
 for name in args.patterns:
     pattern = examples(L)[name]

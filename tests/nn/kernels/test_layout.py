@@ -37,12 +37,12 @@ def test_auto_skips_the_large_tiles_a_narrow_window_cannot_use():
 
 def test_cost_engine_names_the_table_of_the_kernel_and_dtype(monkeypatch):
     monkeypatch.setattr(layout, "_has_amx", lambda: True)
-    assert layout.cost_engine(False, torch.bfloat16, CPU) == "tiles"
-    assert layout.cost_engine(True, torch.float32, CPU) == "fused"
-    assert layout.cost_engine(True, torch.float64, CPU) == "fused"
-    assert layout.cost_engine(True, torch.bfloat16, CPU) == "fused_amx_bf16"
+    assert layout.cost_engine(False, torch.bfloat16) == "tiles"
+    assert layout.cost_engine(True, torch.float32) == "fused"
+    assert layout.cost_engine(True, torch.float64) == "fused"
+    assert layout.cost_engine(True, torch.bfloat16) == "fused_amx_bf16"
     monkeypatch.setattr(layout, "_has_amx", lambda: False)
-    assert layout.cost_engine(True, torch.bfloat16, CPU) == "fused"
+    assert layout.cost_engine(True, torch.bfloat16) == "fused"
 
 
 def test_bf16_on_amx_prefers_64_row_tiles_where_fp32_keeps_32():

@@ -166,7 +166,7 @@ def group_plan(q, k, query_order, parts, heads, ctx, ops):
     per_head = parts_per_head(parts)
     return get_plan(parts, query_order, q.shape[2], k.shape[2], ctx["q_offset"], ctx["block"],
                     heads if per_head else None, q.device, fold=1 if per_head else q.shape[1] // k.shape[1],
-                    engine=cost_engine(ops is not None, q.dtype, q.device))
+                    engine=cost_engine(ops is not None, q.dtype))
 
 
 def attend_group(q, k, v, query_order, parts, heads, bias, ctx, want_lse: bool):

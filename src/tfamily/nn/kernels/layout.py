@@ -96,13 +96,13 @@ AUTO_SIZES = {"tiles": AUTO_BLOCKS, "fused": AUTO_BLOCKS_COMPILED, "fused_amx_bf
 _BEST: dict = {}
 
 
-def cost_engine(compiled: bool, dtype: torch.dtype, device: torch.device) -> str:
-    """Which ``ROW_COSTS`` table models a call: SDPA on gathered tiles, or the compiled kernel,
-    whose bf16 tiles on an AMX CPU have their own table. bf16 elsewhere (AVX512-BF16 without AMX,
-    or emulated on AVX2) was not measured apart and keeps the fp32 table."""
+def cost_engine(compiled: bool, dtype: torch.dtype) -> str:
+    """Which ``ROW_COSTS`` table models a call: SDPA on gathered tiles, or the compiled (CPU-only)
+    kernel, whose bf16 tiles on an AMX CPU have their own table. bf16 elsewhere (AVX512-BF16
+    without AMX, or emulated on AVX2) was not measured apart and keeps the fp32 table."""
     if not compiled:
         return "tiles"
-    if dtype == torch.bfloat16 and device.type == "cpu" and _has_amx():
+    if dtype == torch.bfloat16 and _has_amx():
         return "fused_amx_bf16"
     return "fused"
 
