@@ -39,7 +39,7 @@ def _implements(cls: type, hook: str) -> bool:
     """Whether instances of ``cls`` have the hook method. A hook is a method of the part's
     class, so this is decided once per class: ``isinstance(mod, AuxLoss)`` on a runtime
     Protocol costs ~15 us a module, ~1 ms per scan of a 4-layer GPT and three scans a
-    training step (about 2 ms, 6-10%, of the demo's step: ``scripts/ab_hot_path.py``)."""
+    training step (about 2 ms, 6-10%, of the demo's step: ``experiments/training/ab_hot_path.py``)."""
     return callable(getattr(cls, hook, None))
 
 

@@ -73,7 +73,7 @@ class Muon(torch.optim.Muon):
     iteration in ``ns_dtype``. Written here because torch's runs it in bf16 always, which is
     fast on GPUs and bf16-native CPUs but emulated on others (the AVX2-only CI kind): on the demo
     model, emulated bf16 made Muon's step take ~700 ms against ~18 ms native or in fp32, beside
-    ~90-100 ms for its forward and backward (``scripts/muon_step_time.py``, run with
+    ~90-100 ms for its forward and backward (``experiments/training/muon_step_time.py``, run with
     ONEDNN_MAX_CPU_ISA=AVX2 on an AMX Xeon).
     ``tests/train/test_optim.py`` checks it equals torch.optim.Muon in bf16."""
 
