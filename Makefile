@@ -6,7 +6,7 @@ STAMP := $(VENV)/.stamp-install
 DATA ?= $(if $(TFAMILY_DATA),$(TFAMILY_DATA),$(abspath ../shared/data))
 export TFAMILY_DATA := $(DATA)
 
-.PHONY: demo test test-slow bench clean venv
+.PHONY: demo test test-slow test-cuda bench clean venv
 
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -27,6 +27,13 @@ test: $(STAMP)
 
 test-slow: $(STAMP)
 	$(BIN)/python -m pytest -q -m slow
+
+# The equivalence suite on a GPU (tests/cuda), with the machine's own python3 and torch from the source
+# tree: no venv, no compiled CPU extension. Without a GPU (or a torch that sees one) it says so and passes.
+test-cuda:
+	@if $(PY) -c 'import torch, sys; sys.exit(not torch.cuda.is_available())' 2>/dev/null; then \
+	  PYTHONPATH=src TFAMILY_NATIVE=0 $(PY) -m pytest -q -p no:cacheprovider --durations=15 tests/cuda; \
+	else echo "no CUDA device"; fi
 
 clean:
 	rm -rf $(VENV) runs
