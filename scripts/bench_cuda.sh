@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The CUDA rows of the README: bench train, peers, generate and attention on one GPU.
+# The GPU rows of docs/results/ (training, generation, attention): bench train, peers, generate and attention on one GPU.
 # Usage: scripts/bench_cuda.sh OUT_DIR [DEVICE]   (DEVICE defaults to cuda; QUICK=1 shrinks every size
 # so the script can be dry-run on a CPU). Each bench is capped by `timeout` so one slow part cannot
 # take the others' time; the JSON rows land in OUT_DIR, the console output in OUT_DIR/log.txt.
