@@ -48,7 +48,7 @@ def test_cost_engine_names_the_table_of_the_kernel_and_dtype(monkeypatch):
 def test_bf16_on_amx_prefers_64_row_tiles_where_fp32_keeps_32():
     # The strided pattern's window (129 keys): 32-row tiles compute 160 keys per query, 64-row
     # ones 192; in fp32 the smaller waste wins, on AMX bf16 the cheaper products do (measured:
-    # docs/bench/block_ab_bf16_xeon/).
+    # experiments/attention/block_ab_bf16_xeon/).
     from tfamily.nn.patterns import SlidingWindow
     (qo, parts), = split(SlidingWindow(129))
     pick = {e: min(c, key=c.get) for e in ("fused", "fused_amx_bf16")
