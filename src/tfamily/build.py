@@ -21,6 +21,7 @@ from .nn.block import Block
 from .nn.depth import Stack
 from .nn.embedding import LMHead, TokenEmbedding
 from .nn.feedforward import Chunked
+from .nn.init import InitScheme, init_linears
 from .nn.memory import SegmentMemory
 from .nn.patterns import Full, Pattern, SoftPattern
 from .nn.patterns import resolve as resolve_pattern
@@ -30,8 +31,8 @@ from .nn.recurrent import CELLS, RecurrentStack, make_rnn
 from .nn.reversible import ReversibleStack
 from .nn.universal import HaltingUnit, Universal, UniversalACT
 from .objectives import AuxiliaryLosses, CausalLM, MaskedLM, ReservesIds, Seq2Seq, SpanCorruption
-from .registry import (ALIGNMENTS, DEPTHS, FEEDFORWARDS, HEADS, KERNELS, MODELS, OBJECTIVES, PATTERNS,
-                       POSITIONS, RESIDUALS, STATES)
+from .registry import (ALIGNMENTS, DEPTHS, FEEDFORWARDS, HEADS, INITS, KERNELS, MODELS, OBJECTIVES,
+                       PATTERNS, POSITIONS, RESIDUALS, STATES)
 from .sizes import check_fits
 from .spec import Spec
 
@@ -46,9 +47,14 @@ def pattern(spec: Spec, layer: int) -> Pattern:
     return resolve_pattern(p, layer=layer)
 
 
+def init_scheme(spec: Spec) -> InitScheme:
+    return INITS.make(spec.init.name, spec.init.params, n_layers=spec.depth.n_layers)
+
+
 def attention(spec: Spec, layer: int, *, pattern_: Pattern | None = None, cross: bool = False) -> Attention:
     proj = HEADS.make("shared_qk" if spec.heads.shared_qk else "qkv", d_model=spec.d_model,
-                      n_heads=spec.heads.n_heads, n_kv_heads=spec.heads.kv_heads, d_head=spec.d_head)
+                      n_heads=spec.heads.n_heads, n_kv_heads=spec.heads.kv_heads, d_head=spec.d_head,
+                      bias=spec.bias)
     kernel = KERNELS.make(spec.kernel.name, spec.kernel.params)
     pattern_ = pattern_ if pattern_ is not None else pattern(spec, layer)
     if isinstance(pattern_, SoftPattern):
@@ -59,19 +65,27 @@ def attention(spec: Spec, layer: int, *, pattern_: Pattern | None = None, cross:
     if POSITIONS.entry(pos.name).info["stage"] == "attention" and not cross:
         position = POSITIONS.make(pos.name, pos.params, d_model=spec.d_model, n_heads=spec.heads.n_heads,
                                   d_head=spec.d_head)
-    return Attention(proj, kernel, pattern_, spec.d_model, position=position, dropout=spec.attn_dropout)
+    attn = Attention(proj, kernel, pattern_, spec.d_model, position=position, dropout=spec.dropout_at("attn"),
+                     bias=spec.bias)
+    scheme = init_scheme(spec)
+    init_linears(scheme, proj, None)
+    scheme.linear(attn.out_proj, writes_residual=True)
+    return attn
 
 
 def feedforward(spec: Spec, causal: bool) -> nn.Module:
     # causal: the block's attention pattern never looks ahead (a decoder), so a part that mixes
     # positions (the separable convolution) must not either; a position-wise part ignores it.
     ff = FEEDFORWARDS.make(spec.ff.name, spec.ff.params, d_model=spec.d_model, d_ff=spec.d_ff,
-                           activation=spec.ff.activation, dropout=spec.dropout, causal=causal)
+                           activation=spec.ff.activation, dropout=spec.dropout_at("ff"), causal=causal,
+                           bias=spec.bias)
+    init_linears(init_scheme(spec), ff, getattr(ff, "out_proj", None))
     return Chunked(ff, spec.ff.chunks) if spec.ff.chunks > 1 else ff
 
 
 def residual(spec: Spec) -> nn.Module:
-    return RESIDUALS.make(spec.residual.name, spec.residual.params, d_model=spec.d_model, dropout=spec.dropout)
+    return RESIDUALS.make(spec.residual.name, spec.residual.params, d_model=spec.d_model, dropout=spec.dropout,
+                          bias=spec.bias)
 
 
 def block(spec: Spec, layer: int, *, pattern_: Pattern | None = None, cross: bool = False) -> Block:
@@ -115,14 +129,18 @@ def stack(spec: Spec, n_layers: int, *, pattern_: Pattern | None = None, cross: 
     norm = RESIDUALS.entry(spec.residual.name).info["final_norm"]
     return DEPTHS.make(spec.depth.name, spec.depth.params,
                        blocks=lambda i: block(spec, i, pattern_=pattern_, cross=cross), n_layers=n_layers,
-                       final_norm=nn.LayerNorm(spec.d_model) if norm else None, spec=spec)
+                       final_norm=nn.LayerNorm(spec.d_model, bias=spec.bias) if norm else None, spec=spec)
 
 
 def input_position(spec: Spec) -> nn.Module:
     pos = spec.position
     if POSITIONS.entry(pos.name).info["stage"] != "input":
         return NoPosition()
-    return POSITIONS.make(pos.name, pos.params, d_model=spec.d_model, max_len=pos.max_len)
+    position = POSITIONS.make(pos.name, pos.params, d_model=spec.d_model, max_len=pos.max_len)
+    table = getattr(position, "table", None)
+    if isinstance(table, nn.Embedding):
+        init_scheme(spec).table(table.weight)
+    return position
 
 
 def _xl_memory(spec: Spec, layers: nn.Module) -> Callable[..., SegmentMemory]:
@@ -165,30 +183,38 @@ def _rows(spec: Spec, objective_: nn.Module) -> int:
     return spec.vocab_size + (objective_.extra_tokens if isinstance(objective_, ReservesIds) else 0)
 
 
+def embedding_and_head(spec: Spec, rows: int) -> tuple[TokenEmbedding, LMHead]:
+    embed = TokenEmbedding(rows, spec.d_model, scale=spec.scale_embeddings)
+    head = LMHead(spec.d_model, rows, tied=embed if spec.tie_embeddings else None, learned_scale=spec.logit_scale)
+    scheme = init_scheme(spec)
+    scheme.table(embed.weight)
+    if head.proj is not None:
+        scheme.table(head.proj.weight)
+    return embed, head
+
+
 def _language_model(spec: Spec) -> nn.Module:
     objective_ = objective(spec)
     rows = _rows(spec, objective_)
-    embed = TokenEmbedding(rows, spec.d_model)
-    head = LMHead(spec.d_model, rows, tied=embed if spec.tie_embeddings else None)
+    embed, head = embedding_and_head(spec, rows)
     if spec.model == "encoder":
         head = MLMHead(spec.d_model, head)
     layers = stack(spec, spec.depth.n_layers)
     make_state = STATES.make(spec.state.name, spec.state.params, spec=spec, layers=layers)
-    return LanguageModel(embed, input_position(spec), layers, head, objective_, spec.dropout,
+    return LanguageModel(embed, input_position(spec), layers, head, objective_, spec.dropout_at("embed"),
                          make_state=make_state)
 
 
 def _encoder_decoder(spec: Spec) -> nn.Module:
     objective_ = objective(spec)
     rows = _rows(spec, objective_)
-    embed = TokenEmbedding(rows, spec.d_model)
-    head = LMHead(spec.d_model, rows, tied=embed if spec.tie_embeddings else None)
+    embed, head = embedding_and_head(spec, rows)
     n_enc = spec.depth.n_enc_layers or spec.depth.n_layers
     # The encoder sees the whole source; spec.pattern governs decoder self-attention.
     encoder = stack(spec, n_enc, pattern_=Full())
     decoder = stack(spec, spec.depth.n_layers, cross=True)
     return EncoderDecoder(embed, input_position(spec), encoder, decoder, head,
-                          objective_, spec.dropout)
+                          objective_, spec.dropout_at("embed"))
 
 
 # -- recurrent depths (issue 16): one torch.nn RNN/LSTM/GRU is the whole stack (nn/recurrent.py);
@@ -215,8 +241,7 @@ def _rnn_encoder_decoder(spec: Spec) -> nn.Module:
     cell, d, n_dec = spec.depth.name, spec.d_model, spec.depth.n_layers
     objective_ = objective(spec)
     rows = _rows(spec, objective_)  # T5's sentinels are ids past the data's vocabulary
-    embed = TokenEmbedding(rows, d)
-    head = LMHead(d, rows, tied=embed if spec.tie_embeddings else None)
+    embed, head = embedding_and_head(spec, rows)
     encoder = make_rnn(cell, d, d, spec.depth.n_enc_layers or n_dec, dropout=spec.dropout,
                        bidirectional=o["bidirectional"])
     d_context = d * (2 if o["bidirectional"] else 1)

@@ -56,11 +56,17 @@ def vanilla() -> dict:
 
 @member("gpt", "Radford et al. 2019, Language Models are Unsupervised Multitask Learners (GPT-2)")
 def gpt() -> dict:
-    """Decoder-only LM: pre-norm, learned positions, GELU (GPT-2 small shape)."""
-    return dict(model="decoder", d_model=768, dropout=0.1,
+    """Decoder-only LM: pre-norm, learned positions, tanh-GELU (GPT-2 small shape), with GPT-2's
+    recipe as Hugging Face's GPT2LMHeadModel implements it: token and position tables N(0, 0.02)
+    added unscaled, every weight N(0, 0.02) and biases zero, the residual output projections
+    N(0, 0.02 / sqrt(2 L)); dropout 0.1 on the embedding sum, the attention probabilities and
+    the sublayer outputs, none on the MLP's hidden activations; a tied head without a scale."""
+    return dict(model="decoder", d_model=768, dropout=0.1, embed_dropout=None, attn_dropout=None,
+                ff_dropout=0.0, scale_embeddings=False, logit_scale=False, bias=True,
+                init={"name": "normal", "params": {"std": 0.02, "scale_residual": True}},
                 pattern={"name": "causal"}, position={"name": "learned", "max_len": 1024},
                 heads={"n_heads": 12}, residual={"name": "pre_norm"},
-                depth={"n_layers": 12}, ff={"activation": "gelu"}, objective={"name": "causal_lm"})
+                depth={"n_layers": 12}, ff={"activation": "gelu_tanh"}, objective={"name": "causal_lm"})
 
 
 @member("bert", "Devlin et al. 2019, BERT: Pre-training of Deep Bidirectional Transformers")

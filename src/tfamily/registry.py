@@ -129,10 +129,13 @@ class Registry(Mapping):
         params = dict(params or {})
         self.check_params(name, params)
         entry = self._entries[name]
-        missing = [k for k in entry.needs if k not in supplied]
+        # A need with a default in the constructor (e.g. ``bias=True``) may be left out by callers
+        # that build the part alone; the builder always supplies it.
+        defaults = {k for k, has_default in (_keywords(entry.make) or ()) if has_default}
+        missing = [k for k in entry.needs if k not in supplied and k not in defaults]
         if missing:
             raise TypeError(f"building {self.axis} {name!r} needs {missing} from the builder")
-        return entry.make(**{k: supplied[k] for k in entry.needs}, **params)
+        return entry.make(**{k: supplied[k] for k in entry.needs if k in supplied}, **params)
 
     # -- Mapping -------------------------------------------------------------------------
     def __getitem__(self, name: str) -> Callable:
@@ -166,6 +169,7 @@ STATES = Registry("state", (_BUILD,))
 FEEDFORWARDS = Registry("ff", ("tfamily.nn.feedforward", "tfamily.nn.sepconv"))
 ACTIVATIONS = Registry("activation", ("tfamily.nn.feedforward",))
 OBJECTIVES = Registry("objective", (_BUILD,))
+INITS = Registry("init", ("tfamily.nn.init",))
 # Alignment scores of recurrent encoder-decoders (dot, general, concat, additive), chosen in a
 # recurrent depth's params; not a spec axis of their own.
 ALIGNMENTS = Registry("alignment", ("tfamily.nn.alignment",))
@@ -174,4 +178,5 @@ ALIGNMENTS = Registry("alignment", ("tfamily.nn.alignment",))
 CHECKS = Registry("check", ("tfamily.checks",))
 
 AXES: dict[str, Registry] = {r.axis: r for r in (MODELS, PATTERNS, KERNELS, POSITIONS, HEADS, RESIDUALS,
-                                                  DEPTHS, STATES, FEEDFORWARDS, ACTIVATIONS, OBJECTIVES)}
+                                                  DEPTHS, STATES, FEEDFORWARDS, ACTIVATIONS, OBJECTIVES,
+                                                  INITS)}

@@ -31,9 +31,17 @@ def check_int(name: str, value: Any, lo: int = 1, allow_none: bool = False) -> N
         raise ValueError(f"{name} must be >= {lo}, got {value}")
 
 
-def check_prob(name: str, value: Any) -> None:
+def check_prob(name: str, value: Any, allow_none: bool = False) -> None:
+    if value is None and allow_none:
+        return
     if not isinstance(value, (int, float)) or isinstance(value, bool) or not 0.0 <= value < 1.0:
-        raise ValueError(f"{name} must be a float in [0, 1), got {value!r}")
+        raise ValueError(f"{name} must be a float in [0, 1){' or null (= dropout)' if allow_none else ''}, "
+                         f"got {value!r}")
+
+
+def check_bool(name: str, value: Any) -> None:
+    if not isinstance(value, bool):
+        raise TypeError(f"{name} must be true or false, got {value!r}")
 
 
 @dataclass(frozen=True)
@@ -161,9 +169,21 @@ class ObjectiveSpec:
         check_choice("objective", self.name)
 
 
+@dataclass(frozen=True)
+class InitSpec:
+    """How the attention, feed-forward, embedding and position weights start (``nn/init.py``):
+    ``torch`` keeps each part's own defaults, ``normal`` is GPT-2's N(0, std) scheme."""
+    name: str = "torch"
+    params: dict = field(default_factory=dict)  # e.g. {"std": 0.02, "scale_residual": True}
+
+    def __post_init__(self):
+        check_choice("init", self.name)
+        registry.INITS.check_params(self.name, self.params, "init.params")
+
+
 AXES = {"pattern": PatternSpec, "kernel": KernelSpec, "position": PositionSpec, "heads": HeadsSpec,
         "residual": ResidualSpec, "depth": DepthSpec, "state": StateSpec, "ff": FeedForwardSpec,
-        "objective": ObjectiveSpec}
+        "objective": ObjectiveSpec, "init": InitSpec}
 
 
 
@@ -179,9 +199,18 @@ class Spec:
     paper: str = ""
     vocab_size: int = 256
     d_model: int = 512
+    # Dropout: one rate and where it acts. ``dropout`` is the sublayer outputs' (before the
+    # residual add); the other sites take their own rate, or ``dropout``'s when null.
     dropout: float = 0.1
-    attn_dropout: float = 0.0
+    embed_dropout: float | None = None  # on the embedding + position sum
+    attn_dropout: float | None = 0.0    # on the attention probabilities
+    ff_dropout: float | None = None     # on the feed-forward's hidden activations
     tie_embeddings: bool = True
+    # Input and output scale: tokens times sqrt(d_model) (Vaswani et al. 2017, section 3.4),
+    # and a tied head read through a learned scalar starting at d^-0.5 (nn/embedding.py).
+    scale_embeddings: bool = True
+    logit_scale: bool = True
+    bias: bool = True                   # biases in the attention and feed-forward linears and the norms
     pattern: PatternSpec = field(default_factory=PatternSpec)
     kernel: KernelSpec = field(default_factory=KernelSpec)
     position: PositionSpec = field(default_factory=PositionSpec)
@@ -191,13 +220,17 @@ class Spec:
     state: StateSpec = field(default_factory=StateSpec)
     ff: FeedForwardSpec = field(default_factory=FeedForwardSpec)
     objective: ObjectiveSpec = field(default_factory=ObjectiveSpec)
+    init: InitSpec = field(default_factory=InitSpec)
 
     def __post_init__(self):
         check_choice("model", self.model)
         check_int("vocab_size", self.vocab_size, lo=2)
         check_int("d_model", self.d_model)
         check_prob("dropout", self.dropout)
-        check_prob("attn_dropout", self.attn_dropout)
+        for site in ("embed_dropout", "attn_dropout", "ff_dropout"):
+            check_prob(site, getattr(self, site), allow_none=True)
+        for flag in ("tie_embeddings", "scale_embeddings", "logit_scale", "bias"):
+            check_bool(flag, getattr(self, flag))
         for axis, cls in AXES.items():
             value = getattr(self, axis)
             if isinstance(value, dict):
@@ -220,6 +253,13 @@ class Spec:
     @property
     def d_ff(self) -> int:
         return self.ff.d_ff or 4 * self.d_model
+
+    def dropout_at(self, site: str) -> float:
+        """The dropout rate at ``site``: "residual", "embed", "attn" or "ff"."""
+        if site == "residual":
+            return self.dropout
+        rate = getattr(self, f"{site}_dropout")
+        return self.dropout if rate is None else rate
 
     # -- overrides and serialisation -------------------------------------------------
     def replace(self, **overrides: Any) -> Spec:

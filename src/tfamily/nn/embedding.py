@@ -14,6 +14,12 @@ against weight decay (demo shape, 400 steps: validation 2.52 nats fixed, 2.45 wi
 old read-back, 2.46 learned). An untied head starts like the tied one's effective weights
 e / sqrt(d) (std 1/d), not at nn.Linear's std 1/sqrt(3d), whose logits of std 0.58 would
 start 0.17 nats above ln V.
+
+GPT-2 (and BERT) make neither choice: the token table starts at N(0, 0.02) and is added
+unscaled to a N(0, 0.02) position table, and the tied head reads the final norm's output
+directly (logits of std 0.02 sqrt(d), 0.55 at d 768: the own-token logit stays small
+because |e| is). ``scale=False`` and ``learned_scale=False`` give that recipe; the init
+axis (``nn/init.py``) sets the tables' std.
 """
 from __future__ import annotations
 
@@ -38,19 +44,23 @@ class TokenEmbedding(nn.Module):
 class LMHead(nn.Module):
     """Pre-softmax projection, tied to the embedding when one is given."""
 
-    def __init__(self, d_model: int, vocab_size: int, tied: TokenEmbedding | None = None):
+    def __init__(self, d_model: int, vocab_size: int, tied: TokenEmbedding | None = None,
+                 learned_scale: bool = True):
         super().__init__()
         self.tied = tied
         self.proj = None if tied is not None else nn.Linear(d_model, vocab_size, bias=False)
         if self.proj is not None:
             nn.init.normal_(self.proj.weight, std=1.0 / d_model)
         # See the module docstring: T5's d^-0.5 output rescaling, learned from there on.
-        self.logit_scale = nn.Parameter(torch.tensor(d_model ** -0.5)) if tied is not None else None
+        scaled = tied is not None and learned_scale
+        self.logit_scale = nn.Parameter(torch.tensor(d_model ** -0.5)) if scaled else None
 
     def forward(self, x: Tensor) -> Tensor:
-        if self.tied is not None:
-            return (x * self.logit_scale) @ self.tied.weight.t()
-        return self.proj(x)
+        if self.tied is None:
+            return self.proj(x)
+        if self.logit_scale is not None:
+            x = x * self.logit_scale
+        return x @ self.tied.weight.t()
 
 
 def check_tokens(tokens: Tensor, vocab_size: int) -> None:

@@ -26,9 +26,9 @@ class Residual(Protocol):
 
 
 class PostNorm(nn.Module):
-    def __init__(self, d_model: int, dropout: float = 0.0):
+    def __init__(self, d_model: int, dropout: float = 0.0, bias: bool = True):
         super().__init__()
-        self.norm, self.drop = nn.LayerNorm(d_model), maybe_dropout(dropout)
+        self.norm, self.drop = nn.LayerNorm(d_model, bias=bias), maybe_dropout(dropout)
 
     def pre(self, x: Tensor) -> Tensor:
         return x
@@ -38,9 +38,9 @@ class PostNorm(nn.Module):
 
 
 class PreNorm(nn.Module):
-    def __init__(self, d_model: int, dropout: float = 0.0):
+    def __init__(self, d_model: int, dropout: float = 0.0, bias: bool = True):
         super().__init__()
-        self.norm, self.drop = nn.LayerNorm(d_model), maybe_dropout(dropout)
+        self.norm, self.drop = nn.LayerNorm(d_model, bias=bias), maybe_dropout(dropout)
 
     def pre(self, x: Tensor) -> Tensor:
         return self.norm(x)
@@ -58,9 +58,9 @@ class IdentityMap(nn.Module):
     maps in sequence on that path. Zero sublayer outputs leave the block the identity map.
     """
 
-    def __init__(self, d_model: int, dropout: float = 0.0):
+    def __init__(self, d_model: int, dropout: float = 0.0, bias: bool = True):
         super().__init__()
-        self.norm, self.drop = nn.LayerNorm(d_model), maybe_dropout(dropout)
+        self.norm, self.drop = nn.LayerNorm(d_model, bias=bias), maybe_dropout(dropout)
 
     def pre(self, x: Tensor) -> Tensor:
         return self.norm(x)
@@ -70,6 +70,6 @@ class IdentityMap(nn.Module):
 
 
 # final_norm: a pre-norm stack ends unnormalised, so the builder adds one LayerNorm after it.
-RESIDUALS.register("post_norm", PostNorm, needs=("d_model", "dropout"), final_norm=False)
-RESIDUALS.register("pre_norm", PreNorm, needs=("d_model", "dropout"), final_norm=True)
-RESIDUALS.register("identity_map", IdentityMap, needs=("d_model", "dropout"), final_norm=True)
+RESIDUALS.register("post_norm", PostNorm, needs=("d_model", "dropout", "bias"), final_norm=False)
+RESIDUALS.register("pre_norm", PreNorm, needs=("d_model", "dropout", "bias"), final_norm=True)
+RESIDUALS.register("identity_map", IdentityMap, needs=("d_model", "dropout", "bias"), final_norm=True)

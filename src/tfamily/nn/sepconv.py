@@ -28,12 +28,12 @@ from .dropout import maybe_dropout
 
 
 class SeparableConv1d(nn.Module):
-    def __init__(self, d_in: int, d_out: int, kernel_size: int, causal: bool):
+    def __init__(self, d_in: int, d_out: int, kernel_size: int, causal: bool, bias: bool = True):
         super().__init__()
         if isinstance(kernel_size, bool) or not isinstance(kernel_size, int) or kernel_size < 1:
             raise ValueError(f"separable convolution kernel_size must be an integer >= 1, got {kernel_size!r}")
         self.depthwise = nn.Conv1d(d_in, d_in, kernel_size, groups=d_in, bias=False)
-        self.pointwise = nn.Linear(d_in, d_out)
+        self.pointwise = nn.Linear(d_in, d_out, bias=bias)
         self.causal = causal
         left = kernel_size - 1 if causal else (kernel_size - 1) // 2
         self.pad = (left, kernel_size - 1 - left)
@@ -67,11 +67,11 @@ class SepConvTransition(nn.Module):
     sepconv(d_ff -> d_model); each convolution keeps its own carry (``ff.inner``, ``ff.outer``)."""
 
     def __init__(self, d_model: int, d_ff: int, kernel_size: int = 3, *, causal: bool,
-                 activation: str = "relu", dropout: float = 0.0):
+                 activation: str = "relu", dropout: float = 0.0, bias: bool = True):
         super().__init__()
-        self.inner = SeparableConv1d(d_model, d_ff, kernel_size, causal)
+        self.inner = SeparableConv1d(d_model, d_ff, kernel_size, causal, bias)
         self.act = ACTIVATIONS[activation]()
-        self.outer = SeparableConv1d(d_ff, d_model, kernel_size, causal)
+        self.outer = SeparableConv1d(d_ff, d_model, kernel_size, causal, bias)
         self.drop = maybe_dropout(dropout)
 
     def forward(self, x: Tensor, *, state: LayerState | None = None, padding: Tensor | None = None) -> Tensor:
@@ -81,5 +81,5 @@ class SepConvTransition(nn.Module):
 
 
 # causal comes from the block's attention pattern (build.block): encoders centred, decoders causal.
-FEEDFORWARDS.register("sepconv", SepConvTransition, needs=("d_model", "d_ff", "activation", "dropout", "causal"),
+FEEDFORWARDS.register("sepconv", SepConvTransition, needs=("d_model", "d_ff", "activation", "dropout", "causal", "bias"),
                       mixes_positions=True)
