@@ -15,9 +15,10 @@ from tests.models.test_first_loss import _batch
 from tfamily import members
 
 SMALL = dict(vocab_size=V_BATCH, d_model=32, dropout=0.0, depth__n_layers=2, heads__n_heads=2)
-# The Reformer hashes with rotations drawn on every call, from the device's generator and in the
-# model's dtype, so a CPU fp64 copy hashes differently: it gets the step check only.
-RANDOM_ROTATIONS = {"reformer"}
+# Members that draw random numbers in their loss, from the device's generator (and in the model's
+# dtype), so a CPU fp64 copy sees other draws: they get the finiteness and step checks only.
+# (On an H200, BERT's loss differed by 0.5% from its fp64 copy: another choice of masked tokens.)
+DRAWS_IN_LOSS = {"reformer": "LSH rotations per call", "bert": "the masked positions"}
 # CUDA reruns the CPU seed; the CPU takes another, so this file adds a case to the default suite.
 SEED = 0 if torch.cuda.is_available() else 3
 # tests/models/test_decoder_members.py runs every decoder on the CPU; here the CPU runs a few kinds.
@@ -44,7 +45,7 @@ def test_member_forward_backward_equals_fp64_on_cpu_and_one_step_learns(name, de
     loss.backward()
     grads = {n: p.grad for n, p in model.named_parameters()}
     assert all(g is not None and torch.isfinite(g).all() for g in grads.values()), name
-    if name not in RANDOM_ROTATIONS:
+    if name not in DRAWS_IN_LOSS:
         _, ref = _build(name, "cpu", torch.float64)
         ref_loss = _loss(ref, batch, "cpu")
         ref_loss.backward()
