@@ -54,7 +54,7 @@ def test_eval_matches_the_trainers_final_evaluation(run_dir, capsys):
     assert _last_json(capsys.readouterr().out)["val_loss"] == pytest.approx(saved["val_loss"], rel=1e-6)
 
 
-@pytest.mark.parametrize("trained_in, other", [("bf16", "fp32"), ("fp32", "bf16")])
+@pytest.mark.parametrize("trained_in, other", [("bf16", "fp32"), ("fp32", "bf16"), ("fp16", "fp32")])
 def test_eval_uses_the_precision_the_run_trained_in(trained_in, other, tmp_path, capsys):
     # Whatever this CPU's auto would pick, eval reproduces the run's own numbers; asked for the
     # other precision, it gives (slightly) different ones, so the precision really reached the model.
@@ -106,7 +106,7 @@ def test_memory_model_trains_on_streams_and_evaluates_with_a_longer_memory(tmp_p
 
 
 @pytest.mark.parametrize("argv, words", [
-    (["train", "train.precision=fp16"], ["train.precision='fp16'", "auto, bf16, fp32"]),
+    (["train", "train.precision=fp8"], ["train.precision='fp8'", "auto, bf16, fp16, fp32"]),
     (["train", "model.heads.n_kv=2", "--max-steps", "1"], ["unknown heads keys", "n_kv_heads"]),
     (["train", "lr=3"], ["must start with one of", "train.lr"]),
     (["train", "-c", "nope"], ["config 'nope' not found", "available configs"]),
@@ -127,9 +127,9 @@ def test_bad_options_are_one_line_exit_2(argv, words, capsys, tmp_path):
 
 def test_argparse_choices_name_the_valid_values(capsys):
     with pytest.raises(SystemExit) as e:
-        cli.main(["train", "--precision", "fp16"])
+        cli.main(["train", "--precision", "fp8"])
     err = capsys.readouterr().err
-    assert e.value.code == 2 and "invalid choice: 'fp16'" in err and "'auto', 'bf16', 'fp32'" in err
+    assert e.value.code == 2 and "invalid choice: 'fp8'" in err and "'auto', 'bf16', 'fp16', 'fp32'" in err
 
 
 def test_data_dir_flag(tmp_path, monkeypatch, capsys):

@@ -57,7 +57,7 @@ def test_missing_config_lists_the_available_ones():
 
 
 @pytest.mark.parametrize("overrides, match", [
-    ({"train.precision": "fp16"}, r"train.precision='fp16' is not valid; valid: auto, bf16, fp32"),
+    ({"train.precision": "fp8"}, r"train.precision='fp8' is not valid; valid: auto, bf16, fp16, fp32"),
     ({"train.lr_decay": 1}, r"unknown train key\(s\) \['lr_decay'\]; valid: batch_size"),
     ({"training.lr": 1}, "unknown config section"),
     ({"train.batch_size": 0}, "train.batch_size must be an integer >= 1"),

@@ -57,8 +57,8 @@ def add_parser(sub) -> None:
                    help="wall-clock budget for training plus its final evaluation, e.g. 5m, 90s, 1h")
     p.add_argument("--out", metavar="DIR", help="run directory (default runs/train/<name>)")
     p.add_argument("--precision", choices=PRECISIONS,
-                   help="autocast precision (auto: bf16 on CUDA; on a bf16-native CPU the faster of fp32 "
-                        "and bf16, timed)")
+                   help="autocast precision (auto: bf16 on CUDA, fp16 with loss scaling on GPUs without "
+                        "bf16 such as T4 and V100; on a bf16-native CPU the faster of fp32 and bf16, timed)")
     p.add_argument("--device", help="auto, cpu, cuda or cuda:N")
     p.add_argument("--compile", action="store_true", help="torch.compile the model's loss")
     p.add_argument("--activation-checkpointing", action="store_true",

@@ -26,7 +26,7 @@ from typing import Any
 import yaml
 
 SECTIONS = ("name", "member", "model", "data", "train")
-PRECISIONS = ("auto", "bf16", "fp32")
+PRECISIONS = ("auto", "bf16", "fp16", "fp32")
 OPTIMIZERS = ("adamw", "muon")  # built by train/optim.make_optimizer
 DEVICES = ("auto", "cpu", "cuda")
 MAX_SEED = 2**63 - 1
@@ -63,7 +63,8 @@ class TrainConfig:
     eps: float = 1e-8
     optimizer: str = "adamw"           # adamw, or muon: Muon on the hidden matrices, AdamW on the rest
     grad_clip: float | None = 1.0      # max global grad norm; null disables
-    precision: str = "auto"            # auto: bf16 on CUDA; on a bf16-native CPU the faster, timed
+    precision: str = "auto"            # auto: bf16 on CUDA (fp16 with loss scaling before Ampere); on a
+                                       # bf16-native CPU the faster of bf16 and fp32, timed
     compile: bool = False              # torch.compile the loss
     activation_checkpointing: bool = False  # sets the spec's depth.checkpointing
     device: str = "auto"

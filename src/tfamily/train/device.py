@@ -6,6 +6,12 @@ Elsewhere (e.g. AVX2-only CPUs) PyTorch emulates bf16 matmuls, which measured
 about 150x slower than fp32 on an AVX2 EPYC (0.9 vs 132 GFLOP/s), so "auto"
 means fp32 there. Autocast keeps weights, optimiser state and the loss in fp32
 (objectives compute cross-entropy in fp32), so no loss scaling is needed.
+
+fp16 autocast is for GPUs without bf16 arithmetic (T4, V100: ``auto`` picks it there). fp16
+keeps 5 exponent bits, so small gradients underflow to zero; the trainer multiplies the loss
+by a scale before backward and divides the gradients by it before the step (Micikevicius et
+al. 2018, "Mixed Precision Training", section 3.2), with PyTorch's ``GradScaler``: a step
+whose gradients overflow is skipped and the scale halved; 2000 clean steps double it.
 """
 from __future__ import annotations
 
@@ -46,22 +52,32 @@ def resolve_device(name: str, local_rank: int = 0) -> torch.device:
 
 
 def resolve_precision(name: str, device: torch.device) -> str:
-    """'auto' -> 'bf16' where the device computes bf16 natively, else 'fp32'. On a CPU the
-    trainer then times fp32 against bf16 and may keep fp32 (``Trainer._pick_auto``)."""
+    """'auto' -> 'bf16' where the device computes bf16 natively; on an older GPU 'fp16' (with
+    loss scaling); on other CPUs 'fp32'. On a CPU the trainer then times fp32 against bf16 and
+    may keep fp32 (``Trainer._autotune``)."""
     if name == "auto":
         if device.type == "cuda":
-            return "bf16" if torch.cuda.is_bf16_supported() else "fp32"
+            # including_emulation=False: a T4 "supports" bf16 only by emulation, several times slower.
+            return "bf16" if torch.cuda.is_bf16_supported(including_emulation=False) else "fp16"
         return "bf16" if cpu_has_bf16() else "fp32"
-    if name not in ("bf16", "fp32"):
-        raise ValueError(f"train.precision={name!r} is not valid; valid: auto, bf16, fp32")
+    if name not in ("bf16", "fp16", "fp32"):
+        raise ValueError(f"train.precision={name!r} is not valid; valid: auto, bf16, fp16, fp32")
     return name
 
 
+_AUTOCAST = {"bf16": torch.bfloat16, "fp16": torch.float16}
+
+
 def autocast(device: torch.device, precision: str):
-    """The forward-pass context for ``precision`` ('bf16' autocast or plain fp32)."""
-    if precision == "bf16":
-        return torch.autocast(device.type, dtype=torch.bfloat16)
+    """The forward-pass context for ``precision`` ('bf16' or 'fp16' autocast, or plain fp32)."""
+    if precision in _AUTOCAST:
+        return torch.autocast(device.type, dtype=_AUTOCAST[precision])
     return contextlib.nullcontext()
+
+
+def grad_scaler(device: torch.device, precision: str) -> torch.amp.GradScaler:
+    """Loss scaling for fp16 (see the module docstring); a pass-through for other precisions."""
+    return torch.amp.GradScaler(device.type, enabled=precision == "fp16")
 
 
 def describe(device: torch.device) -> str:

@@ -1,10 +1,11 @@
 """The training loop: one ``Trainer`` driving a ``Task`` on CPU, CUDA and torchrun.
 
 Each step: ``accum`` micro-batches from the task through ``model.loss`` under autocast,
-one backward each (DDP syncs gradients on the last), clip the global gradient norm,
-AdamW step, scheduler step, ``model.after_step()`` when the model has one. Every step's
-mean loss is checked before the optimiser touches the weights, so a non-finite loss
-stops the run with the weights and the last checkpoint unchanged.
+one backward each (DDP syncs gradients on the last; in fp16 the loss is scaled first,
+``device.grad_scaler``), clip the global gradient norm, AdamW step (in fp16 skipped when
+the scaled gradients overflowed), scheduler step, ``model.after_step()`` when the model
+has one. Every step's mean loss is checked before the optimiser touches the weights, so a
+non-finite loss stops the run with the weights and the last checkpoint unchanged.
 
 The parts, each in its own module: the task (``task.py``, ``tasks/``) gives batches,
 their size and the evaluation; ``autotune.py`` picks threads and precision;
@@ -36,7 +37,7 @@ from ..spec import Spec
 from . import autotune, checkpoint, distributed, rundir, snapshot
 from .budget import Budget
 from .config import Config, apply_overrides, deep_merge, dump, from_dict, parse_duration
-from .device import autocast, resolve_precision
+from .device import autocast, grad_scaler, resolve_precision
 from .evaluate import carried_state, evaluate, to_device
 from .metrics import Logger
 from .optim import make_optimizer, warmup_cosine
@@ -154,6 +155,10 @@ class Trainer:
                              f"--resume {self.run_dir} or pick another train.out")
         if self.ckpt is not None and t.precision == "auto":
             self.precision = self.ckpt.meta.get("precision", self.precision)  # resume as it ran
+        # Never changed by the autotune below, which only times bf16 against fp32.
+        self.scaler, self.skipped = grad_scaler(self.device, self.precision), 0
+        if self.ckpt is not None:
+            snapshot.restore_scaler(self, self.ckpt)
         self._autotune(t.threads == "auto" and self.device.type == "cpu",
                        # bf16 on a CPU is not always faster, so auto times it there; on CUDA it is
                        # kept. Resumed and multi-process runs keep the static choice (ranks must agree).
@@ -220,16 +225,20 @@ class Trainer:
             with (contextlib.nullcontext() if sync else self.loss_fn.no_sync()):
                 with autocast(self.device, self.precision):
                     loss, _ = self.loss_fn(batch)
-                (loss / t.accum).backward()
+                self.scaler.scale(loss / t.accum).backward()
             losses.append(loss.detach().float())
             units += self.task.size(batch) * d.world_size
         loss = distributed.mean([torch.stack(losses).mean().item()], d)[0]
         if not math.isfinite(loss):
             self._stop(f"non-finite loss ({loss})", self.step + 1)
+        self.scaler.unscale_(self.optimizer)
         norm = float(nn.utils.clip_grad_norm_(self.model.parameters(), t.grad_clip or float("inf")))
-        if not math.isfinite(norm):
+        if not math.isfinite(norm) and not self.scaler.is_enabled():
             self._stop(f"non-finite gradient norm ({norm}) with finite loss {loss:.4g}", self.step + 1)
-        self.optimizer.step()
+        self.scaler.step(self.optimizer)  # fp16: skipped when the scaled gradients overflowed
+        if self.scaler.is_enabled() and not math.isfinite(norm):
+            self._skipped_step(norm, loss)
+        self.scaler.update()
         if not weights_finite(self.model):
             # A huge lr overflows the weights with a finite loss and gradient norm; stop before
             # anything saves them, so the last checkpoint stays good.
@@ -240,6 +249,14 @@ class Trainer:
         if isinstance(self.model, AfterStep):  # declared by the model (models/hooks.py), not probed
             self.model.after_step()
         return loss, norm, units
+
+    def _skipped_step(self, norm: float, loss: float) -> None:
+        """fp16: the step was skipped and the scale will halve; past 16 halvings in a row (a scale
+        below 1) the gradients overflow unscaled, which no scale can fix."""
+        self.skipped += 1
+        if self.scaler.get_scale() * self.scaler.get_backoff_factor() < 1.0:
+            self._stop(f"fp16 gradients overflow even unscaled (gradient norm {norm}, loss {loss:.4g}, "
+                       f"loss scale {self.scaler.get_scale()})", self.step + 1)
 
     def _stop(self, what: str, step: int, after: bool = False) -> None:
         self.optimizer.zero_grad(set_to_none=True)
@@ -330,6 +347,7 @@ class Trainer:
                   "train_s": train_s, "tokens_per_s": (self.tokens - start_tokens) / max(train_s, 1e-9),
                   "train_loss": self.train_loss, "val_loss": e["loss"], "val_bpc": e.get("bpc"), **extra,
                   "val_ppl": e["ppl"], "val_acc": e["acc"], "stopped": stopped, "precision": self.precision,
+                  "skipped_steps": self.skipped,
                   "device": str(self.device), "threads": torch.get_num_threads(), "world_size": d.world_size,
                   "run_dir": str(self.run_dir), "checkpoint": str(self.last_ckpt) if self.last_ckpt else None,
                   # Validation against training seconds (evaluation time excluded), this process's evaluations.

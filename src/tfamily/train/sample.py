@@ -53,7 +53,7 @@ def run_precision(meta: dict, requested: str, device: torch.device) -> str:
     precision the run trained and evaluated in (its checkpoint says), so `tfamily eval` reproduces
     the trainer's own numbers on every CPU (the trainer's auto may have picked bf16 on a bf16-native
     CPU, fp32 elsewhere)."""
-    if requested == "auto" and meta.get("precision") in ("bf16", "fp32"):
+    if requested == "auto" and meta.get("precision") in ("bf16", "fp16", "fp32"):
         return meta["precision"]
     return resolve_precision(requested, device)
 

@@ -64,6 +64,7 @@ def save(tr) -> Path | None:
                 "scheduler": tr.scheduler.state_dict(), "optimizer": opt_meta, "rng": rng_meta,
                 "data": {k: v for k, v in position.items() if k not in data_t}, "carry": carry_meta,
                 "precision": tr.precision, "threads": torch.get_num_threads(),
+                "scaler": tr.scaler.state_dict() if tr.scaler.is_enabled() else None, "skipped": tr.skipped,
                 "metrics": {"train_loss": tr.train_loss, "val": tr.last_eval},
                 "recent": list(tr.recent), "data_dir": tr.data_dir}
         json.dumps(meta)  # fail before writing anything if some state is not plain data
@@ -72,6 +73,14 @@ def save(tr) -> Path | None:
     tr.saved_step = tr.step
     distributed.barrier(d)
     return path
+
+
+def restore_scaler(tr, ck: checkpoint.Loaded) -> None:
+    """fp16's loss scale and its growth counter, so a resumed run skips and grows as the
+    uninterrupted one (a fresh scale would restart at 2**16 and skip steps the run did not)."""
+    if tr.scaler.is_enabled() and ck.meta.get("scaler"):
+        tr.scaler.load_state_dict(ck.meta["scaler"])
+    tr.skipped = ck.meta.get("skipped", 0)
 
 
 def restore(tr, ck: checkpoint.Loaded) -> None:
