@@ -92,6 +92,7 @@ def test_the_scale_round_trips_through_a_checkpoint_and_the_resumed_run_repeats_
     resumed = _trainer(tmp_path, resume=tmp_path / "part", **{"train.max_steps": 6})
     assert resumed.scaler.state_dict() == meta["scaler"] and resumed.skipped == 1
     assert resumed.fit()["skipped_steps"] == 1
-    curve = lambda run: [(r["step"], r["loss"], r["grad_norm"]) for r in read_csv(tmp_path / run / "train.csv")]  # noqa: E731
-    assert curve("part") == curve("full") and len(curve("full")) == 6
+    part_curve, full_curve = ([(r["step"], r["loss"], r["grad_norm"]) for r in read_csv(tmp_path / run / "train.csv")]
+                              for run in ("part", "full"))
+    assert part_curve == full_curve and len(full_curve) == 6
     assert resumed.scaler.state_dict() == full.scaler.state_dict()
