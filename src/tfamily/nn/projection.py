@@ -92,5 +92,5 @@ class SharedQKProjection(nn.Module):
 
 
 # The heads axis's choices by projection; the kv-head count (MHA, GQA, MQA) is a number.
-HEADS.register("qkv", QKVProjection, needs=("d_model", "n_heads", "n_kv_heads", "d_head"))
-HEADS.register("shared_qk", SharedQKProjection, needs=("d_model", "n_heads", "n_kv_heads", "d_head"))
+HEADS.register("qkv", QKVProjection, needs=("d_model", "n_heads", "n_kv_heads", "d_head", "bias"))
+HEADS.register("shared_qk", SharedQKProjection, needs=("d_model", "n_heads", "n_kv_heads", "d_head", "bias"))
