@@ -257,6 +257,18 @@ def _time(fn, reps: int, cuda: bool, warm: bool = True) -> float:
 
 def allowed_pairs(pattern, L: int, n_heads: int, block, device) -> int:
     """Allowed (head, query, key) triples, counted from the cached plans (exact, no L x L)."""
+    return plan_total(pattern, L, n_heads, block, device, lambda plan: sum(bk.allowed for bk in plan.buckets))
+
+
+def visited_tiles(pattern, L: int, n_heads: int, block, device) -> int:
+    """(head, query tile, key tile) triples the block-sparse kernels compute: every live tile entry."""
+    return plan_total(pattern, L, n_heads, block, device, lambda plan: sum(int(bk.live.sum()) for bk in plan.buckets))
+
+
+def plan_total(pattern, L: int, n_heads: int, block, device, measure) -> int:
+    """``measure(plan)`` summed over the plans the kernels run for ``pattern`` (each head group of a
+    per-head pattern, each softmax group of a union), a layout shared by all heads counted per head.
+    The plans are the kernels' own cached ones."""
     from ..nn.kernels.layout import get_plan, split
     from ..nn.patterns import PerHead
     from ..nn.patterns.combine import is_per_head
@@ -268,8 +280,7 @@ def allowed_pairs(pattern, L: int, n_heads: int, block, device) -> int:
         total = 0
         for qo, parts in split(p):
             per = any(is_per_head(x) for x in parts)
-            plan = get_plan(parts, qo, L, L, 0, block, heads if per else None, device)
-            n = sum(bk.allowed for bk in plan.buckets)
+            n = measure(get_plan(parts, qo, L, L, 0, block, heads if per else None, device))
             total += n if per else n * len(heads)
         return total
     return count(pattern, tuple(range(n_heads)))

@@ -12,6 +12,7 @@ from ..repro import REPROS
 
 BENCHES = {
     "attention": "tfamily.bench.attention",
+    "flex-floor": "tfamily.bench.flex_floor",
     "train": "tfamily.bench.train",
     "xl-eval": "tfamily.bench.xl_eval",
     "lsh": "tfamily.bench.lsh",

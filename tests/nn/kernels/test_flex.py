@@ -9,7 +9,7 @@ import torch
 from tfamily.nn.kernels import FlexKernel, ReferenceKernel
 from tfamily.nn.kernels.flex import check_device_block
 from tfamily.nn.kernels.layout import PLANS
-from tfamily.nn.patterns import longformer
+from tfamily.nn.patterns import Causal, longformer
 from tfamily.nn.patterns.examples import examples
 
 BLOCK = 16
@@ -30,18 +30,30 @@ def test_flex_matches_reference_and_reuses_the_block_mask():
     ref, _ = ReferenceKernel()(q, k, v, pattern=pattern, key_padding=pad)
     torch.testing.assert_close(out, ref, atol=2e-5, rtol=1e-4)
     builds = PLANS.builds
-    plan = next(p for p in PLANS._plans.values() if "flex_block_mask" in p.cache)
-    mask = plan.cache["flex_block_mask"]
+    plan = next(p for p in PLANS._plans.values() if "flex" in p.cache)
+    mask = plan.cache["flex"]
     out2, _ = kernel(torch.randn_like(q), k, v, pattern=pattern, key_padding=pad)
-    assert PLANS.builds == builds and plan.cache["flex_block_mask"] is mask
+    assert PLANS.builds == builds and plan.cache["flex"] is mask
 
 
 def test_flex_refuses_cpu_training_and_dropout_with_the_fix():
     q, k, v = (t.requires_grad_() for t in _qkv(32, 32))
     with pytest.raises(ValueError, match="blocksparse"):
         FlexKernel(BLOCK)(q, k, v, pattern=longformer(4, 1))
-    with pytest.raises(ValueError, match="dropout"):
+    # Refused by name, in one line: the value, why, and the kernels that do apply dropout.
+    with pytest.raises(ValueError, match=r"dropout_p=0\.1\).*no dropout.*renormalise.*kernel='blocksparse'"
+                                         r".*kernel='sdpa'.*attn_dropout=0") as err:
         FlexKernel(BLOCK)(q.detach(), k.detach(), v.detach(), pattern=longformer(4, 1), dropout_p=0.1)
+    assert "\n" not in str(err.value)
+
+
+def test_flex_keeps_dropout_for_patterns_it_hands_to_sdpa():
+    # Full and causal go to fused SDPA, which has dropout: a member with attn_dropout still trains.
+    q, k, v = _qkv(32, 32, h_kv=4)
+    torch.manual_seed(0)
+    out, _ = FlexKernel(BLOCK)(q, k, v, pattern=Causal(), dropout_p=0.5)
+    ref, _ = FlexKernel(BLOCK)(q, k, v, pattern=Causal())
+    assert out.shape == ref.shape and not torch.allclose(out, ref)
 
 
 def test_flex_on_cuda_refuses_tiles_its_gpu_kernels_cannot_hold():

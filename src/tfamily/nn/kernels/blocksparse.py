@@ -149,7 +149,8 @@ def _interleaved_heads(q, k, v, pattern: PerHead, bias, fn, ctx: dict) -> Tensor
         bs = (bias,) * n
     ops = fused_blocks.usable(q)
     groups = [split(p) for p in pattern.patterns]
-    if ops is not None and g == 1 and bias is None and all(len(gr) == 1 for gr in groups):
+    # Only for this kernel's own groups: another kernel (flex) passing ``fn`` must run its own.
+    if fn is sparse_attention and ops is not None and g == 1 and bias is None and all(len(gr) == 1 for gr in groups):
         # One node: each group's kernel writes its heads of one output and gradient in place.
         plans = [group_plan(qs[i], ks[i], *groups[i][0], tuple(range(i, h, n)), ctx, ops) for i in range(n)]
         return fused_blocks.attend_head_groups(ops, q, k, v, plans, ctx["key_padding"], ctx["scale"],

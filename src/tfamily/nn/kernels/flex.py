@@ -5,7 +5,20 @@ The block mask comes from the same cached plan as the ``blocksparse`` kernel
 size, heads, device) with no L x L buffer and no compiled ``create_block_mask``:
 plans list each query tile's key tiles, split into partial tiles (mask_mod
 evaluated) and full ones (skipped). Reordered patterns run on the permuted
-sequence; unions needing two query orders are merged by log-sum-exp.
+sequence; unions needing two query orders are merged by log-sum-exp (members
+sharing a query order are one plan, one call: ``layout.split``).
+
+A plan in natural order (no permutation, no tile padding, no query offset) is the
+plain FlexAttention call: no gathers, the pattern's own ``mask_mod`` in the block
+mask, and no clean-up of the output when every query sees some key. On an H200 the
+general path (gathers, clean-up, a mask_mod reading the plan's position tables) took
+16x the plain call's forward on a sliding window at 16K (issue 39);
+``tfamily bench flex-floor`` measures the two against each other.
+
+Attention dropout is refused: FlexAttention has none, and a score_mod can only drop
+scores *before* the softmax, which renormalises over the kept keys instead of
+zeroing weights as dropout does (Srivastava et al. 2014 on the attention
+probabilities, Vaswani et al. 2017 section 5.4).
 
 In torch 2.13 FlexAttention on CPU is compiled-only and forward-only: it refuses
 inputs that require grad. This kernel says so and points to ``blocksparse``, which
@@ -49,9 +62,10 @@ def _flex():
     if _FLEX is None:
         import torch._dynamo.config as dynamo_config
         from torch.nn.attention.flex_attention import flex_attention
-        # Every plan's mask_mod is a new closure, so each (pattern, shape) recompiles; past
-        # dynamo's default limit of 8 it would silently run flex eagerly, materialising
-        # L x L scores. A model with per-layer patterns needs more than 8.
+        # A pattern's constants are compiled into the kernel, so each (pattern, shape) compiles
+        # once (a new plan of the same pattern and shape does not: its tables are guarded by
+        # shape, not identity). Past dynamo's default limit of 8 flex would silently run
+        # eagerly, materialising L x L scores; a model with per-layer patterns needs more.
         dynamo_config.recompile_limit = max(dynamo_config.recompile_limit, 128)
         _FLEX = torch.compile(flex_attention, dynamic=False)
     return _FLEX
@@ -76,8 +90,10 @@ class FlexKernel:
                          dropout_p=dropout_p, scale=scale)
         check_device_block(q.device.type, self.block_size)
         if dropout_p > 0:
-            raise ValueError(f"kernel 'flex' has no attention dropout (got dropout_p={dropout_p}); "
-                             f"set attn_dropout=0 or use kernel='blocksparse'")
+            raise ValueError(f"kernel 'flex' cannot apply attention dropout (got dropout_p={dropout_p}): "
+                             f"FlexAttention has no dropout and a score_mod would renormalise over the kept "
+                             f"keys; use kernel='blocksparse' (sparse, dropout on CPU and CUDA) or "
+                             f"kernel='sdpa' (dense masked), or set attn_dropout=0")
         if q.device.type == "cpu" and torch.is_grad_enabled() and any(
                 t.requires_grad for t in (q, k, v) + ((bias,) if bias is not None else ())):
             raise ValueError("kernel 'flex' is forward-only on CPU (torch 2.13 FlexAttention refuses "
@@ -95,7 +111,7 @@ def flex_attention(q: Tensor, k: Tensor, v: Tensor, pattern, heads: tuple, bias,
     groups = split(pattern)
     if len(groups) == 1:
         out, _, live = _group(q, k, v, *groups[0], heads, bias, ctx, want_lse=False)
-        return out * live
+        return out if live is None else out * live
     if q.device.type == "cpu":
         # Compiled CPU FlexAttention has no return_lse (torch 2.13): merge with the gather path.
         return sparse_attention(q, k, v, pattern, heads, bias, dict(ctx, dropout_p=0.0))
@@ -105,34 +121,53 @@ def flex_attention(q: Tensor, k: Tensor, v: Tensor, pattern, heads: tuple, bias,
     lses = lses.clamp_min(torch.finfo(lses.dtype).min / 2)
     lse = torch.logsumexp(lses, 0)
     out = sum(r[0] * torch.exp(l - lse)[..., None].to(r[0].dtype) for r, l in zip(results, lses))
-    live = torch.stack([r[2].expand(q.shape[:3] + (1,)) for r in results]).any(0)
-    return out * live
+    lives = [r[2] for r in results]
+    if any(live is None for live in lives):  # a group where every query sees a key
+        return out
+    return out * torch.stack([live.expand(q.shape[:3] + (1,)) for live in lives]).any(0)
 
 
 def _group(q, k, v, query_order, parts, heads, bias, ctx, want_lse: bool):
+    """One FlexAttention call over a plan: (out, lse | None, live | None); live None when every
+    query sees some key, so the output needs no clean-up."""
     b, h, n, e = q.shape
     per_head = parts_per_head(parts)
     plan = get_plan(parts, query_order, n, k.shape[2], ctx["q_offset"], ctx["block"],
                     heads if per_head else None, q.device)
-    block_mask = _block_mask(plan, parts)
-    qv = q.index_select(2, plan.q_index)
-    kv, vv = k.index_select(2, plan.k_index), v.index_select(2, plan.k_index)
+    block_mask = _block_mask(plan, parts, ctx["q_offset"])
+    # Gathers only where the plan reorders or pads: each is a read and a write of (b, h, L, e),
+    # and in training its backward is a scatter.
+    qv = q if plan.q_identity else q.index_select(2, plan.q_index)
+    kv, vv = (k, v) if plan.k_identity else (k.index_select(2, plan.k_index), v.index_select(2, plan.k_index))
     score_mod = _score_mod(plan, ctx["key_padding"], bias, b, h)
     res = _flex()(qv, kv, vv, score_mod=score_mod, block_mask=block_mask, scale=ctx["scale"],
                   enable_gqa=k.shape[1] != h, return_lse=want_lse)
     out, lse = res if want_lse else (res, None)
-    out = out.index_select(2, plan.q_slot)
+    if not plan.q_identity:
+        out = out.index_select(2, plan.q_slot)
+        lse = None if lse is None else lse.index_select(2, plan.q_slot)
+    lse = None if lse is None else lse.float()
+    if plan.all_live and ctx["key_padding"] is None and bias is None:
+        # Every query sees a key with a finite score: no empty softmax, nothing to zero.
+        return out, lse, None
     live = plan.row_any[None, :, :, None]
     if lse is not None:
-        lse = lse.index_select(2, plan.q_slot).float()
         live = live & torch.isfinite(lse)[..., None]
     # A query whose keys are all padding gets no finite score: its output is zeroed.
     return torch.nan_to_num(out), lse, live
 
 
-def _block_mask(plan: Plan, parts):
-    """The plan as a FlexAttention BlockMask, cached on the plan."""
-    cached = plan.cache.get("flex_block_mask")
+def natural_order(plan: Plan, q_offset: int) -> bool:
+    """Whether FlexAttention's indices are the pattern's own positions and heads: then the block
+    mask can hold the pattern's ``mask_mod`` itself instead of a lookup through the plan."""
+    heads = plan.heads
+    return (plan.q_identity and plan.k_identity and q_offset == 0
+            and (heads is None or heads == tuple(range(len(heads)))))
+
+
+def _block_mask(plan: Plan, parts, q_offset: int):
+    """The plan as a FlexAttention BlockMask, cached on the plan (whose key holds q_offset)."""
+    cached = plan.cache.get("flex")
     if cached is not None:
         return cached
     from torch.nn.attention.flex_attention import BlockMask
@@ -149,11 +184,14 @@ def _block_mask(plan: Plan, parts):
             num[bk.rows] = sel.sum(1).to(torch.int32)
             idx[bk.rows, :K] = torch.gather(bk.kv, 1, order).clamp(0, nk - 1).to(torch.int32)
     shape = lambda t: t.view(1, H, nq, *t.shape[1:])  # noqa: E731
+    # In natural order the pattern's bound mask_mod is the whole rule: the compiled kernel then
+    # reads no position tables, and equal patterns at one shape share one compiled graph.
+    mask_mod = parts[0].mask_mod if natural_order(plan, q_offset) else _mask_mod(plan, parts)
     mask = BlockMask.from_kv_blocks(
         shape(tables["partial"][0]), shape(tables["partial"][1]), shape(tables["full"][0]),
-        shape(tables["full"][1]), BLOCK_SIZE=B, mask_mod=_mask_mod(plan, parts),
+        shape(tables["full"][1]), BLOCK_SIZE=B, mask_mod=mask_mod,
         seq_lengths=(plan.q_index.numel(), plan.k_index.numel()))
-    plan.cache["flex_block_mask"] = mask
+    plan.cache["flex"] = mask
     return mask
 
 
