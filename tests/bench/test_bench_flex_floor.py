@@ -76,7 +76,15 @@ def test_bench_flex_floor_rows_files_and_profile(tmp_path, json_rows):
     assert "(a) tfamily flex kernel" in profile and "(b) plain flex_attention" in profile
 
 
-def test_bench_flex_floor_records_a_failing_kernel_and_skips_past_the_budget(tmp_path, json_rows, monkeypatch):
+def test_compare_reads_outputs_absolutely_and_gradients_relative_to_the_largest():
+    out, grads = torch.zeros(2, 3), [torch.full((2, 3), 100.0)] * 3
+    got = flex_floor.compare((out + 0.01, *grads), (out, grads[0], grads[1] + 1.0, grads[2]))
+    assert got["max_abs_diff"] == pytest.approx(0.01) and got["grad_rel_diff"] == pytest.approx(1 / 101)
+    assert "grad_rel_diff" not in flex_floor.compare((out,), (out,))  # CPU: forward only
+
+
+def test_bench_flex_floor_records_a_failing_kernel_and_skips_past_the_budget(tmp_path, json_rows,
+                                                                               monkeypatch):
     def broken(self, *args, **kwargs):
         raise RuntimeError("triton: out of resources\nsecond line")
     monkeypatch.setattr(FlexKernel, "__call__", broken)

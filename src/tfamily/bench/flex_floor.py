@@ -7,7 +7,9 @@ pattern's own ``mask_mod`` evaluated on every (query, key) pair (``floor_block_m
 tfamily planner involved, so the two masks are derived independently and the outputs'
 agreement, ``max_abs_diff``, checks both); (c) dense causal SDPA. Forward and forward +
 backward, ``--warmup`` calls and then the median of ``--reps`` timed with CUDA events, and
-``torch.cuda.max_memory_allocated`` for a fwd+bwd call (above what was held before it).
+``torch.cuda.max_memory_allocated`` for a fwd+bwd call (above what was held before it); the
+outputs and, on a GPU, the q, k, v gradients of (a) and (b) are compared (``max_abs_diff``,
+``grad_rel_diff``; status ``mismatch`` past the dtype's tolerance).
 Visited tiles are counted for (a) from its plans, for (b) from its block mask and for (c) as
 the causal triangle, so ``*_tile_vs_dense`` is time per visited tile relative to dense.
 
@@ -40,12 +42,12 @@ FIELDS = ["pattern", "seq_len", "status", "density", "tiles_a", "tiles_b", "tile
           "a_fwd_ms", "b_fwd_ms", "dense_fwd_ms", "a_fwd_bwd_ms", "b_fwd_bwd_ms", "dense_fwd_bwd_ms",
           "a_vs_b_fwd", "a_vs_b_fwd_bwd", "a_vs_dense_fwd_bwd", "a_tile_vs_dense", "b_tile_vs_dense",
           "a_fwd_host_ms", "b_fwd_host_ms", "a_peak_mb", "b_peak_mb", "dense_peak_mb", "max_abs_diff",
-          "plan_ms", "mask_ms", "a_first_s", "b_first_s", "a_error", "b_error", "error", "batch", "heads",
-          "d_head", "block_size", "dtype", "device", "gpu", "torch"]
+          "grad_rel_diff", "plan_ms", "mask_ms", "a_first_s", "b_first_s", "a_error", "b_error", "error", "batch",
+          "heads", "d_head", "block_size", "dtype", "device", "gpu", "torch"]
 # Query rows x keys x heads per step of floor_block_mask: its int64 temporaries stay near 512 MB.
 _CHUNK = 1 << 26
 # bf16 outputs of two kernels visiting the same tiles in different orders (the online softmax
-# rounds differently): a few bf16 ulps of values of order 1.
+# rounds differently): a few bf16 ulps of values of order 1; gradients relative to their largest.
 _TOLERANCE = {"bfloat16": 3e-2, "float16": 5e-3, "float32": 1e-4}
 
 
@@ -164,16 +166,15 @@ def _row(name: str, L: int, args, device, dense: dict, out: Path) -> dict:
             try:
                 got = _times(fn, (qg, kg, vg), grad, args, cuda, train=cuda)
                 row.update({f"{tag}_{key}": val for key, val in got.items()})
-                with torch.set_grad_enabled(cuda):
-                    outs[tag] = fn(qg, kg, vg).detach().float()
+                outs[tag] = _result(fn, (qg, kg, vg), grad, train=cuda)
             except Exception as err:  # noqa: BLE001 - one failing kernel must not end the run
                 row[f"{tag}_error"] = _one_line(err)
                 row["status"] = "partial"
                 if cuda:
                     torch.cuda.empty_cache()
         if len(outs) == 2:
-            row["max_abs_diff"] = float((outs["a"] - outs["b"]).abs().max())
-            if row["max_abs_diff"] > _TOLERANCE[args.dtype]:
+            row.update(compare(outs["a"], outs["b"]))
+            if max(row["max_abs_diff"], row.get("grad_rel_diff", 0.0)) > _TOLERANCE[args.dtype]:
                 row["status"] = "mismatch"
         _ratios(row)
         if args.profile == name and args.profile_len == L:
@@ -194,6 +195,29 @@ def _ratios(row: dict) -> None:
     for tag in "ab":
         t = row.get(f"{tag}_fwd_bwd_ms")
         row[f"{tag}_tile_vs_dense"] = None if t is None else round(t / row[f"tiles_{tag}"] / dense_per_tile, 3)
+
+
+def compare(a: tuple, b: tuple) -> dict:
+    """(output, *gradients) of two kernels: the outputs' largest difference, and the gradients'
+    largest difference relative to the largest gradient (they grow with the keys a query sees)."""
+    got = dict(max_abs_diff=float((a[0] - b[0]).abs().max()))
+    if len(a) > 1:
+        got["grad_rel_diff"] = max(float((x - y).abs().max() / y.abs().max().clamp_min(1e-30))
+                                   for x, y in zip(a[1:], b[1:]))
+    return got
+
+
+def _result(fn, leaves: tuple, grad, train: bool) -> tuple:
+    """The output in fp32 and, when ``train``, the leaves' gradients from one backward."""
+    import torch
+    for t in leaves:
+        t.grad = None
+    with torch.set_grad_enabled(train):
+        out = fn(*leaves)
+    if not train:
+        return (out.float(),)
+    out.backward(grad)
+    return (out.detach().float(), *(t.grad.float() for t in leaves))
 
 
 def _times(fn, leaves: tuple, grad, args, cuda: bool, train: bool) -> dict:

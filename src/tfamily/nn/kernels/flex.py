@@ -10,22 +10,22 @@ sharing a query order are one plan, one call: ``layout.split``).
 
 A plan in natural order (no permutation, no tile padding, no query offset) is the
 plain FlexAttention call: no gathers, the pattern's own ``mask_mod`` in the block
-mask, and no clean-up of the output when every query sees some key. On an H200 the
-general path (gathers, clean-up, a mask_mod reading the plan's position tables) took
-16x the plain call's forward on a sliding window at 16K (issue 39);
-``tfamily bench flex-floor`` measures the two against each other.
+mask, and no clean-up of the output when every query sees some key. Before this path
+the kernel took 16x the plain call's forward on a sliding window at 16K (an H200, torch
+2.11, bf16), and 1.2-4x on the CPU (experiments/flex_overhead/);
+``tfamily bench flex-floor`` measures the kernel against the plain call.
 
 Attention dropout is refused: FlexAttention has none, and a score_mod can only drop
 scores *before* the softmax, which renormalises over the kept keys instead of
-zeroing weights as dropout does (Srivastava et al. 2014 on the attention
-probabilities, Vaswani et al. 2017 section 5.4).
+zeroing weights and rescaling the rest by 1 / (1 - p) as dropout does (Srivastava et
+al. 2014).
 
 In torch 2.13 FlexAttention on CPU is compiled-only and forward-only: it refuses
 inputs that require grad. This kernel says so and points to ``blocksparse``, which
 trains on CPU. The CUDA path is the same code with the device as a setting: on an
 H100 (torch 2.11) it matches the reference in outputs and q, k, v, bias gradients for
 every catalogue pattern at block 128 (``scripts/cuda_kernel_check.py``; rows in
-docs/bench/cuda_h100/kernel_check/).
+experiments/training/cuda_h100/kernel_check/).
 """
 from __future__ import annotations
 
