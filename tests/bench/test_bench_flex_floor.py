@@ -57,8 +57,8 @@ def test_tfamily_plans_visit_the_floor_masks_tiles_in_natural_order(name):
 
 def _argv(tmp_path, *extra):
     return ["bench", "flex-floor", "--device", "cpu", "--dtype", "float32", "--seq-lens", str(L), "--heads", "2",
-            "--d-head", "16", "--block-size", str(BLOCK), "--patterns", "sliding_window", "--warmup", "1", "--threads", "1",
-            "--reps", "2", "--profile-len", str(L), "--out", str(tmp_path), *extra]
+            "--d-head", "16", "--block-size", str(BLOCK), "--patterns", "sliding_window", "--warmup", "1",
+            "--threads", "1", "--reps", "2", "--profile-len", str(L), "--out", str(tmp_path), *extra]
 
 
 def test_bench_flex_floor_rows_files_and_profile(tmp_path, json_rows):
@@ -83,8 +83,7 @@ def test_compare_reads_outputs_absolutely_and_gradients_relative_to_the_largest(
     assert "grad_rel_diff" not in flex_floor.compare((out,), (out,))  # CPU: forward only
 
 
-def test_bench_flex_floor_records_a_failing_kernel_and_skips_past_the_budget(tmp_path, json_rows,
-                                                                               monkeypatch):
+def test_bench_flex_floor_records_a_failing_kernel_and_skips_past_the_budget(tmp_path, json_rows, monkeypatch):
     def broken(self, *args, **kwargs):
         raise RuntimeError("triton: out of resources\nsecond line")
     monkeypatch.setattr(FlexKernel, "__call__", broken)
@@ -92,6 +91,13 @@ def test_bench_flex_floor_records_a_failing_kernel_and_skips_past_the_budget(tmp
     (row,) = rows
     assert row["status"] == "partial" and row["a_error"] == "RuntimeError: triton: out of resources"
     assert row["b_fwd_ms"] > 0 and row.get("a_fwd_ms") is None
+    monkeypatch.undo()
+
+    def no_memory(*args, **kwargs):
+        raise MemoryError("floor mask")
+    monkeypatch.setattr(flex_floor, "floor_block_mask", no_memory)
+    (row,), _ = json_rows(_argv(tmp_path, "--profile", "none"))
+    assert row["status"] == "partial" and row["b_error"] == "MemoryError: floor mask" and row["a_fwd_ms"] > 0
     rows, _ = json_rows(_argv(tmp_path, "--budget-s", "0", "--seq-lens", "256", str(L)))
     assert [(r["seq_len"], r["status"]) for r in rows] == [(256, "skipped"), (L, "skipped")]
 
