@@ -281,7 +281,7 @@ CLI_CASES = [
     Case("betas >= 1", [TRAIN, "train.betas=[1.0, 0.9]"], ["train.betas", "[0, 1)"]),
     Case("eps negative", [TRAIN, "train.eps=-1"], ["train.eps", "-1"]),
     Case("weight_decay inf", [TRAIN, "train.weight_decay=inf"], ["train.weight_decay", "finite"]),
-    Case("precision fp16", [TRAIN, "train.precision=fp16"], ["train.precision='fp16'", "auto, bf16, fp32"]),
+    Case("precision fp8", [TRAIN, "train.precision=fp8"], ["train.precision='fp8'", "auto, bf16, fp16, fp32"]),
     Case("device tpu", [TRAIN, "train.device=tpu"], ["train.device='tpu'", "cuda:N"]),
     Case("compile maybe", [TRAIN, "train.compile=maybe"], ["train.compile", "true or false"]),
     Case("threads 0", [TRAIN, "train.threads=0"], ["train.threads", ">= 1"]),

@@ -187,6 +187,8 @@ def test_compiled_loss_trains_like_eager(tmp_path):
     la = [float(r["loss"]) for r in read_csv(tmp_path / "eager" / "train.csv")]
     lb = [float(r["loss"]) for r in read_csv(tmp_path / "compiled" / "train.csv")]
     assert lb == pytest.approx(la, rel=1e-4) and compiled["val_loss"] == pytest.approx(eager["val_loss"], rel=1e-4)
+    # The compiling first step is reported apart, not as training time.
+    assert eager["compile_s"] is None and compiled["compile_s"] > compiled["train_s"]
 
 
 def test_auto_threads_times_both_and_leaves_training_state_alone(tmp_path):

@@ -19,6 +19,7 @@ BENCHES = {
     "reversible": "tfamily.bench.reversible",
     "sdpa-tiles": "tfamily.bench.sdpa_tiles",
     "peers": "tfamily.bench.peers",
+    "recipe": "tfamily.bench.recipe",
     "generate": "tfamily.bench.generate",
 }
 PLOTS = {

@@ -296,6 +296,7 @@ class Trainer:
                      extra_fields=tuple(self.task.report_fields) if reports else ())
         start_step, start_tokens, train_s, last_note = self.step, self.tokens, 0.0, time.perf_counter()
         self.train_s = 0.0  # this session's training seconds (evaluations and checkpoints excluded)
+        self.compile_s = None  # with train.compile: the first step's seconds, compilation included
         rate, stopped = 0.0, "max_steps"
         try:
             while t.max_steps is None or self.step < t.max_steps:
@@ -306,6 +307,10 @@ class Trainer:
                 lr = self.scheduler.get_last_lr()[0]
                 loss, norm, units = self.train_step()
                 dt = time.perf_counter() - t0
+                if t.compile and self.step == start_step:
+                    # The first step of a process compiles the loss (tens of seconds, once): reported
+                    # as compile_s, not as training time, so rates and time budgets mean steady steps.
+                    self.compile_s, dt = dt, 0.0
                 self.step, self.tokens, self.elapsed, train_s = self.step + 1, self.tokens + units, \
                     self.elapsed + dt, train_s + dt
                 self.recent.append(loss)
@@ -344,7 +349,8 @@ class Trainer:
         extra = {f"val_{k}": e[k] for k in e if k not in ("step", "loss", "ppl", "acc", "tokens", "train_s")}
         result = {"member": self.cfg.member, "name": self.cfg.run_name, "params": self.params,
                   "steps": self.step, "tokens": self.tokens, "unit": self.task.unit, "wall_s": wall,
-                  "train_s": train_s, "tokens_per_s": (self.tokens - start_tokens) / max(train_s, 1e-9),
+                  "train_s": train_s, "compile_s": self.compile_s,
+                  "tokens_per_s": (self.tokens - start_tokens) / max(train_s, 1e-9),
                   "train_loss": self.train_loss, "val_loss": e["loss"], "val_bpc": e.get("bpc"), **extra,
                   "val_ppl": e["ppl"], "val_acc": e["acc"], "stopped": stopped, "precision": self.precision,
                   "skipped_steps": self.skipped,

@@ -8,6 +8,7 @@ import torch
 
 from tfamily.nn.kernels import KERNELS, ReferenceKernel, SDPAKernel
 from tfamily.nn.patterns import Causal, Full
+from tfamily.nn.kernels import fused_blocks
 
 B, H, E = 2, 8, 16
 
@@ -146,3 +147,34 @@ def test_sdpa_refuses_need_weights():
 def test_registry_names_match():
     for name, ctor in KERNELS.items():
         assert ctor().name == name
+
+
+# -- attention-probability dropout on CPU: the compiled block kernel instead of SDPA's math path --
+
+def _dropout_inputs(n=160, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    return [torch.randn(2, 4, n, 16, generator=g, dtype=torch.float64) for _ in range(3)]
+
+
+@pytest.mark.skipif(fused_blocks.usable(torch.zeros(1)) is None, reason="compiled CPU kernels not built")
+@pytest.mark.parametrize("pattern", [Causal(), Full()], ids=["causal", "full"])
+def test_sdpa_dropout_on_cpu_is_seeded_unbiased_and_causal(pattern):
+    kernel = SDPAKernel()
+    q, k, v = _dropout_inputs()
+    plain = kernel(q, k, v, pattern=pattern)[0]
+    torch.manual_seed(5)
+    a = kernel(q, k, v, pattern=pattern, dropout_p=0.3)[0]
+    torch.manual_seed(5)
+    b = kernel(q, k, v, pattern=pattern, dropout_p=0.3)[0]
+    assert torch.equal(a, b) and not torch.allclose(a, plain)  # seeded by torch's generator, and it drops
+    mean = sum(kernel(q, k, v, pattern=pattern, dropout_p=0.3)[0] for _ in range(300)) / 300
+    assert (mean - plain).abs().mean() < 0.1 * plain.abs().mean()  # inverted dropout keeps the expectation
+    if isinstance(pattern, Causal):  # a changed future key leaves earlier rows unchanged, mask for mask
+        k2, v2 = k.clone(), v.clone()
+        k2[:, :, 100:] += 1.0
+        v2[:, :, 100:] -= 1.0
+        torch.manual_seed(9)
+        c = kernel(q, k, v, pattern=pattern, dropout_p=0.3)[0]
+        torch.manual_seed(9)
+        d = kernel(q, k2, v2, pattern=pattern, dropout_p=0.3)[0]
+        assert torch.equal(c[:, :, :100], d[:, :, :100]) and not torch.equal(c[:, :, 100:], d[:, :, 100:])
