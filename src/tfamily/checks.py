@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .nn.gates import check_gate_bias
+from .nn.residual import check_gate_bias
 from .nn.patterns import resolve
 from .registry import (ALIGNMENTS, CHECKS, DEPTHS, FEEDFORWARDS, KERNELS, OBJECTIVES, PATTERNS, POSITIONS,
                        RESIDUALS, STATES)
@@ -23,7 +23,7 @@ def check_params(spec: Spec) -> None:
     for reg, part in ((POSITIONS, spec.position), (STATES, spec.state), (FEEDFORWARDS, spec.ff),
                       (DEPTHS, spec.depth), (OBJECTIVES, spec.objective), (RESIDUALS, spec.residual)):
         reg.check_params(part.name, part.params)
-    if "gate_bias" in spec.residual.params:  # a gate's b_g (nn/gates.py): checked before any weights exist
+    if "gate_bias" in spec.residual.params:  # a gate's b_g (nn/residual/gates.py): checked before any weights exist
         check_gate_bias(spec.residual.params["gate_bias"])
     # Kernels and patterns validate their values too: build them (no weights, no compute).
     KERNELS.make(spec.kernel.name, spec.kernel.params)

@@ -190,7 +190,7 @@ def adaptive_span() -> dict:
 
 
 # -- memory for reinforcement learning (issue 15): identity-map reordering and gates as
-# residual choices (nn/residual.py IdentityMap, nn/gates.py); the rest is Transformer-XL's.
+# residual choices (nn/residual/: IdentityMap and the gates); the rest is Transformer-XL's.
 
 _PARISOTTO = "Parisotto et al. 2019, Stabilizing Transformers for Reinforcement Learning"
 

@@ -114,7 +114,7 @@ class HeadsSpec:
 @dataclass(frozen=True)
 class ResidualSpec:
     name: str = "pre_norm"
-    params: dict = field(default_factory=dict)  # e.g. {"gate_bias": 2.0} for a gate (nn/gates.py)
+    params: dict = field(default_factory=dict)  # e.g. {"gate_bias": 2.0} for a gate (nn/residual/gates.py)
 
     def __post_init__(self):
         check_choice("residual", self.name)

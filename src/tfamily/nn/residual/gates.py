@@ -18,8 +18,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from ..registry import RESIDUALS
-from .dropout import maybe_dropout
+from ...registry import RESIDUALS
+from ..dropout import maybe_dropout
 
 
 def check_gate_bias(value: object) -> float:

@@ -1,28 +1,14 @@
-"""The residual axis: how a sublayer joins the stream.
-
-A residual is two steps around a sublayer f: ``h = pre(x)`` feeds f (and any
-memory the sublayer reads, so XL memory is normalised like the stream), then
-``x = post(x, f(h))``. Post-norm is the vanilla Transformer (Vaswani et al. 2017,
-section 5.4: LayerNorm(x + Sublayer(x))); pre-norm (Xiong et al. 2020) moves the
-norm inside the branch so the identity path is clean. The identity-map reordering
-(TrXL-I, Parisotto et al. 2019, section 3.1) also puts a ReLU on the branch's output, and
-the gated residuals of their section 3.2 (``nn/gates.py``) replace its sum with a gate.
-"""
+"""Norm placements: post-norm (Vaswani et al. 2017, section 5.4: LayerNorm(x + Sublayer(x))),
+pre-norm (Xiong et al. 2020: the norm moves inside the branch so the identity path is clean)
+and the identity-map reordering (TrXL-I, Parisotto et al. 2019, section 3.1), which also puts
+a ReLU on the branch's output."""
 from __future__ import annotations
-
-from typing import Protocol
 
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from ..registry import RESIDUALS
-from .dropout import maybe_dropout
-
-
-class Residual(Protocol):
-    def pre(self, x: Tensor) -> Tensor: ...
-
-    def post(self, x: Tensor, y: Tensor) -> Tensor: ...
+from ...registry import RESIDUALS
+from ..dropout import maybe_dropout
 
 
 class PostNorm(nn.Module):

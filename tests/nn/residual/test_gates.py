@@ -10,7 +10,7 @@ import torch
 import torch.nn.functional as F
 
 from tfamily import members
-from tfamily.nn.gates import GRUGate, HighwayGate, InputGate, OutputGate, SigmoidTanhGate
+from tfamily.nn.residual import GRUGate, HighwayGate, InputGate, OutputGate, SigmoidTanhGate
 from tfamily.registry import RESIDUALS
 
 sig, tanh, relu = torch.sigmoid, torch.tanh, F.relu
