@@ -43,8 +43,8 @@ def test_yaml_and_toml_files_give_the_same_config(tmp_path):
     assert c.model == {"d_model": 64, "depth": {"n_layers": 3}, "heads": {"n_kv_heads": 2}} and c.train.lr == 1e-3
 
 
-def test_repository_configs_all_load():
-    names = sorted(p.stem for p in config.REPO_CONFIGS.iterdir() if p.suffix in (".yaml", ".toml"))
+def test_packaged_configs_all_load():
+    names = sorted(p.stem for p in config.PACKAGE_CONFIGS.iterdir() if p.suffix in (".yaml", ".toml"))
     assert "demo" in names
     for name in names:
         cfg = load(name)

@@ -49,7 +49,7 @@ def add_parser(sub) -> None:
                                    "(spec overrides), data and train, e.g. model.heads.n_kv_heads=2 train.lr=3e-3.")
     p.__class__ = _Intermixed
     p.add_argument("overrides", nargs="*", metavar="KEY=VALUE", help="e.g. model.d_model=256 data.corpus=kjv")
-    p.add_argument("-c", "--config", help="a config file, or a name under configs/ (e.g. demo)")
+    p.add_argument("-c", "--config", help="a config file, or a packaged config by name (tiny, demo, copy, ...)")
     p.add_argument("--member", help="family member to train (see `tfamily members`)")
     p.add_argument("--resume", metavar="DIR", help="continue the run (or checkpoint) in DIR exactly")
     p.add_argument("--max-steps", type=int, help="stop after this many optimiser steps")
@@ -96,8 +96,8 @@ def add_parser(sub) -> None:
     p = sub.add_parser("demo", help="train a small character GPT on Tiny Shakespeare (~5 min on 2 cores), "
                                     "print validation bpc and a sample")
     p.__class__ = _Intermixed
-    p.add_argument("overrides", nargs="*", metavar="KEY=VALUE", help="overrides of configs/demo.yaml")
-    p.add_argument("-c", "--config", default="demo", help="config (default: configs/demo.yaml)")
+    p.add_argument("overrides", nargs="*", metavar="KEY=VALUE", help="overrides of the demo config")
+    p.add_argument("-c", "--config", default="demo", help="config (default: demo, the packaged tfamily/configs/demo.yaml)")
     p.add_argument("--time-budget", metavar="DUR", default="5m",
                    help="the whole demo's wall time, training plus evaluation and sample (default 5m)")
     p.add_argument("--out", metavar="DIR", help="run directory (default runs/demo/<time>)")

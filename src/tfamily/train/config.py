@@ -1,6 +1,6 @@
 """Run configurations: a member, spec overrides, data and training settings.
 
-A config file (YAML or TOML, under ``configs/``) has four parts::
+A config file (YAML or TOML; the named ones ship in ``tfamily/configs/``) has four parts::
 
     member: gpt                 # a name from `tfamily members`
     model:  {d_model: 256, depth: {n_layers: 4}}   # overrides of the member's spec
@@ -30,8 +30,9 @@ PRECISIONS = ("auto", "bf16", "fp16", "fp32")
 OPTIMIZERS = ("adamw", "muon")  # built by train/optim.make_optimizer
 DEVICES = ("auto", "cpu", "cuda")
 MAX_SEED = 2**63 - 1
-# The repository's configs/ (an editable install or a checkout); ./configs is searched first.
-REPO_CONFIGS = Path(__file__).resolve().parents[3] / "configs"
+# The named configs ship inside the package (package data), so `-c tiny` works from a wheel as from a
+# checkout; ./configs is searched first so a project can shadow or add its own.
+PACKAGE_CONFIGS = Path(__file__).resolve().parents[1] / "configs"
 
 
 @dataclass
@@ -260,18 +261,18 @@ def check_resume(meta: dict, overrides: dict[str, Any]) -> None:
 
 # -- files and overrides -------------------------------------------------------------------
 def find_config(name: str | Path) -> Path:
-    """A config file by path, or by name in ./configs or the repository's configs/."""
+    """A config file by path, or by name in ./configs or the package's configs."""
     p = Path(name).expanduser()
     if p.is_file():
         return p
     tried = [p]
-    for base in dict.fromkeys([Path("configs"), REPO_CONFIGS]):
+    for base in dict.fromkeys([Path("configs"), PACKAGE_CONFIGS]):
         for suffix in ("", ".yaml", ".yml", ".toml"):
             q = base / f"{name}{suffix}"
             tried.append(q)
             if q.is_file():
                 return q
-    available = sorted({q.stem for base in (Path("configs"), REPO_CONFIGS) if base.is_dir()
+    available = sorted({q.stem for base in (Path("configs"), PACKAGE_CONFIGS) if base.is_dir()
                         for q in base.iterdir() if q.suffix in (".yaml", ".yml", ".toml")})
     raise FileNotFoundError(f"config {str(name)!r} not found (tried {', '.join(map(str, tried))}); "
                             f"available configs: {', '.join(available) or 'none'}")
