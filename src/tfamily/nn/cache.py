@@ -5,7 +5,7 @@ doubling so appending a token is amortised O(1) copies. ``LayerState`` bundles
 what one layer carries: its self-attention cache, its cross-attention cache
 (encoder keys/values, computed once), XL memory (with which of its rows are real) and
 ``parts``, what another part of the layer carries between decoding calls (a causal
-convolution's last inputs, ``nn/sepconv.py``).
+convolution's last inputs, ``nn/feedforward/sepconv.py``).
 
 A model's whole state is a ``State``. The model asks it for ``offset`` (the absolute
 position of the next token, for position encodings) and calls ``advance(n)`` once after

@@ -22,9 +22,9 @@ import torch.nn.functional as F
 from einops import rearrange
 from torch import Tensor, nn
 
-from ..registry import ACTIVATIONS, FEEDFORWARDS
-from .cache import LayerState
-from .dropout import maybe_dropout
+from ...registry import ACTIVATIONS, FEEDFORWARDS
+from ..cache import LayerState
+from ..dropout import maybe_dropout
 
 
 class SeparableConv1d(nn.Module):

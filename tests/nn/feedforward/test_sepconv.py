@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from tfamily.nn.cache import LayerState
-from tfamily.nn.sepconv import SepConvTransition, SeparableConv1d
+from tfamily.nn.feedforward import SepConvTransition, SeparableConv1d
 from tfamily.registry import FEEDFORWARDS
 
 
