@@ -65,7 +65,7 @@ def test_params_are_the_constructor_keywords_minus_what_the_builder_supplies():
 def test_heads_registry_builds_the_projection_the_spec_names():
     spec = members.reformer(d_model=32, depth__n_layers=2, heads__n_heads=2, vocab_size=16)
     import tfamily
-    from tfamily.nn.projection import SharedQKProjection
+    from tfamily.nn.heads import SharedQKProjection
     model = tfamily.build(spec)
     assert any(isinstance(m, SharedQKProjection) for m in model.modules())
     assert registry.HEADS["shared_qk"] is SharedQKProjection

@@ -11,7 +11,7 @@ from tfamily.nn.attention import Attention
 from tfamily.nn.kernels import ReferenceKernel, SDPAKernel
 from tfamily.nn.patterns import SlidingWindow
 from tfamily.nn.position import RelativePosition
-from tfamily.nn.projection import QKVProjection
+from tfamily.nn.heads import QKVProjection
 from tfamily.spec import Spec
 
 D, H, E = 32, 4, 8

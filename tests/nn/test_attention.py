@@ -12,7 +12,7 @@ from tfamily.nn.attention import Attention
 from tfamily.nn.cache import KVCache
 from tfamily.nn.kernels import ReferenceKernel, SDPAKernel
 from tfamily.nn.patterns import Causal, Full
-from tfamily.nn.projection import QKVProjection
+from tfamily.nn.heads import QKVProjection
 
 D, H, E = 32, 8, 4
 

@@ -11,7 +11,7 @@ from tfamily.nn.cache import LayerState, new_state
 from tfamily.nn.feedforward import MLP
 from tfamily.nn.kernels import SDPAKernel
 from tfamily.nn.patterns import Causal, Full
-from tfamily.nn.projection import QKVProjection
+from tfamily.nn.heads import QKVProjection
 from tfamily.nn.residual import PostNorm, PreNorm
 
 D = 16

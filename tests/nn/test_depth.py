@@ -13,7 +13,7 @@ from tfamily.nn.depth import Stack
 from tfamily.nn.feedforward import MLP
 from tfamily.nn.kernels import SDPAKernel
 from tfamily.nn.patterns import Causal
-from tfamily.nn.projection import QKVProjection
+from tfamily.nn.heads import QKVProjection
 from tfamily.nn.residual import PreNorm
 
 D = 16

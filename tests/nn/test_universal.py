@@ -20,7 +20,7 @@ from tfamily.nn.kernels import SDPAKernel
 from tfamily.nn.patterns import Causal, Full
 from tfamily.nn.position import Sinusoidal, sinusoid_table
 from tfamily.nn.position.coordinate import Coordinate
-from tfamily.nn.projection import QKVProjection
+from tfamily.nn.heads import QKVProjection
 from tfamily.nn.residual import PostNorm
 from tfamily.nn.universal import HaltingUnit, Universal, UniversalACT
 

@@ -15,6 +15,7 @@ from einops import rearrange
 from torch import Tensor, nn
 
 from .cache import KVCache
+from .heads import Heads
 from .kernels import Kernel
 from .patterns import Pattern
 
@@ -32,7 +33,7 @@ class AttentionPosition(Protocol):
 
 
 class Attention(nn.Module):
-    def __init__(self, proj: nn.Module, kernel: Kernel, pattern: Pattern, d_model: int, *,
+    def __init__(self, proj: Heads, kernel: Kernel, pattern: Pattern, d_model: int, *,
                  position: AttentionPosition | None = None, dropout: float = 0.0, bias: bool = True):
         super().__init__()
         self.proj, self.kernel, self.pattern, self.position = proj, kernel, pattern, position

@@ -13,7 +13,7 @@ from tfamily.nn.kernels import ReferenceKernel, SDPAKernel
 from tfamily.nn.patterns import Causal, Full
 from tfamily.nn.position import POSITIONS, sinusoid_table
 from tfamily.nn.position.relative import RelativePosition, shift
-from tfamily.nn.projection import QKVProjection
+from tfamily.nn.heads import QKVProjection
 
 
 def naive_scores(pos: RelativePosition, q, k, q_offset: int):

@@ -1,4 +1,4 @@
-"""The heads axis: how queries, keys and values are projected into heads.
+"""Projections into heads.
 
 ``QKVProjection`` covers multi-head (``n_kv_heads == n_heads``), grouped-query
 (Ainslie et al. 2023) and multi-query (``n_kv_heads == 1``) attention: K and V
@@ -13,7 +13,7 @@ import torch.nn.functional as F
 from einops import rearrange
 from torch import Tensor, nn
 
-from ..registry import HEADS
+from ...registry import HEADS
 
 
 def _heads(x: Tensor, h: int) -> Tensor:

@@ -6,7 +6,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from tfamily.nn.projection import QKVProjection, SharedQKProjection
+from tfamily.nn.heads import QKVProjection, SharedQKProjection
 
 
 @pytest.mark.parametrize("n_kv", [8, 4, 2, 1])
