@@ -22,7 +22,7 @@ from .nn.depth import Stack
 from .nn.embedding import LMHead, TokenEmbedding
 from .nn.feedforward import Chunked
 from .nn.init import InitScheme, init_linears
-from .nn.memory import SegmentMemory
+from .nn.state import SegmentMemory
 from .nn.patterns import Full, Pattern, SoftPattern
 from .nn.patterns import resolve as resolve_pattern
 from .nn.position import NoPosition

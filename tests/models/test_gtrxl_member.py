@@ -11,7 +11,7 @@ import torch.nn.functional as F
 from tfamily import cli, members
 from tfamily.build import build
 from tfamily.nn.residual import GRUGate
-from tfamily.nn.memory import SegmentMemory
+from tfamily.nn.state import SegmentMemory
 from tfamily.nn.position import RelativePosition
 from tfamily.nn.residual import IdentityMap
 

@@ -9,7 +9,7 @@ from tfamily import members
 from tfamily.build import build
 from tfamily.models.generate import generate
 from tfamily.nn.adaptive_span import AdaptiveSpan
-from tfamily.nn.memory import SegmentMemory
+from tfamily.nn.state import SegmentMemory
 from tfamily.nn.position import RelativePosition
 
 SMALL = dict(vocab_size=40, d_model=32, dropout=0.0, heads={"n_heads": 4}, depth={"n_layers": 2},

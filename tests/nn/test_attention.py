@@ -9,7 +9,7 @@ from einops import rearrange
 from torch import nn
 
 from tfamily.nn.attention import Attention
-from tfamily.nn.cache import KVCache
+from tfamily.nn.state import KVCache
 from tfamily.nn.kernels import ReferenceKernel, SDPAKernel
 from tfamily.nn.patterns import Causal, Full
 from tfamily.nn.heads import QKVProjection

@@ -7,7 +7,7 @@ import torch
 
 from tfamily.nn.attention import Attention
 from tfamily.nn.block import Block
-from tfamily.nn.cache import LayerState, new_state
+from tfamily.nn.state import LayerState, new_state
 from tfamily.nn.feedforward import MLP
 from tfamily.nn.kernels import SDPAKernel
 from tfamily.nn.patterns import Causal, Full

@@ -8,7 +8,7 @@ from torch import nn
 
 from tfamily.nn.attention import Attention
 from tfamily.nn.block import Block
-from tfamily.nn.cache import new_state
+from tfamily.nn.state import new_state
 from tfamily.nn.depth import Stack
 from tfamily.nn.feedforward import MLP
 from tfamily.nn.kernels import SDPAKernel

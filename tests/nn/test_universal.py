@@ -13,7 +13,7 @@ from torch import nn
 from tfamily.models.hooks import AuxLoss, aux_losses
 from tfamily.nn.attention import Attention
 from tfamily.nn.block import Block
-from tfamily.nn.cache import new_state
+from tfamily.nn.state import new_state
 from tfamily.nn.depth import Stack
 from tfamily.nn.feedforward import MLP
 from tfamily.nn.kernels import SDPAKernel

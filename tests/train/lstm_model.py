@@ -8,7 +8,7 @@ import sys
 import torch
 from torch import Tensor, nn
 
-from tfamily.nn.cache import row_mask
+from tfamily.nn.state import row_mask
 from tfamily.objectives.lm import token_loss
 
 

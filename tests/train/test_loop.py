@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from tfamily.nn.memory import SegmentMemory
+from tfamily.nn.state import SegmentMemory
 from tfamily.train import checkpoint, loop
 from tfamily.train.config import load
 from tfamily.train.metrics import read_csv

@@ -9,7 +9,7 @@ from collections.abc import Callable
 
 from torch import Tensor, nn
 
-from ..nn.cache import State, new_state
+from ..nn.state import State, new_state
 from ..nn.depth import Stack
 from ..nn.dropout import maybe_dropout
 from ..nn.embedding import TokenEmbedding

@@ -23,7 +23,7 @@ import torch
 from torch import Tensor, nn
 
 from ..nn.alignment import attend
-from ..nn.cache import row_mask
+from ..nn.state import row_mask
 from ..nn.recurrent import Hidden, select_rows, top
 
 

@@ -14,7 +14,7 @@ import torch
 from einops import rearrange
 from torch import Tensor, nn
 
-from .cache import KVCache
+from .state import KVCache
 from .heads import Heads
 from .kernels import Kernel
 from .patterns import Pattern

@@ -5,7 +5,7 @@ from __future__ import annotations
 from torch import Tensor, nn
 
 from .attention import Attention
-from .cache import LayerState
+from .state import LayerState
 from .feedforward import FeedForward, own_padding
 from .residual import Residual
 

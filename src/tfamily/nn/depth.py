@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from torch import Tensor, nn
 from torch.utils.checkpoint import checkpoint
 
-from .cache import LayerState
+from .state import LayerState
 
 
 class Stack(nn.Module):

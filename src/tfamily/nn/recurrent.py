@@ -1,5 +1,5 @@
 """A whole recurrent stack as one depth (Elman 1990; LSTM, Hochreiter & Schmidhuber 1997;
-GRU, Cho et al. 2014), and its hidden state as a ``State`` (nn/cache.py).
+GRU, Cho et al. 2014), and its hidden state as a ``State`` (``nn/state/``).
 
 ``RecurrentStack`` wraps one ``torch.nn.RNN/LSTM/GRU`` of ``n_layers``: the recurrence is
 the depth and, read along time, the only way one position sees another (causal by
@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from torch import Tensor, nn
 
-from .cache import row_mask
+from .state import row_mask
 
 CELLS = {"rnn": nn.RNN, "lstm": nn.LSTM, "gru": nn.GRU}
 

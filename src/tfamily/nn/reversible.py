@@ -27,7 +27,7 @@ from contextlib import contextmanager
 import torch
 from torch import Tensor, nn
 
-from .cache import LayerState
+from .state import LayerState
 from .feedforward import own_padding
 
 

@@ -35,7 +35,7 @@ from collections.abc import Sequence
 import torch
 from torch import Tensor, nn
 
-from .cache import LayerState
+from .state import LayerState
 
 
 def _offset(state: Sequence[LayerState] | None) -> int:

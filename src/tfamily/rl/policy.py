@@ -15,7 +15,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from ..nn.cache import State
+from ..nn.state import State
 from .ppo import PPOSettings, normalise, ppo_loss
 
 

@@ -15,7 +15,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from ..nn.cache import State
+from ..nn.state import State
 from .envs import VecEnv
 from .gae import gae, next_values
 from .policy import ActorCritic

@@ -1,7 +1,7 @@
 """Memory torsos for the actor-critic: one environment step in, one feature vector out.
 
 A torso takes ``x`` (b, d_model), one step of every environment row, and the rows'
-``State`` (``nn/cache.py``): it reads and advances the state, and an episode end is a
+``State`` (``nn/state/``): it reads and advances the state, and an episode end is a
 ``state.reset(rows)`` that makes those rows start afresh while the others keep their
 memory. ``StackTorso`` is any family stack with XL memory (``gtrxl``, ``trxl_i``,
 ``transformer_xl``): each step is a segment of length 1 that attends over the last
@@ -28,7 +28,7 @@ from typing import Protocol
 import torch
 from torch import Tensor, nn
 
-from ..nn.cache import State, row_mask
+from ..nn.state import State, row_mask
 
 RECURRENT = {"lstm": nn.LSTM, "gru": nn.GRU}
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from tfamily.nn.cache import LayerState
+from tfamily.nn.state import LayerState
 from tfamily.nn.feedforward import SepConvTransition, SeparableConv1d
 from tfamily.registry import FEEDFORWARDS
 

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from tfamily.nn.attention import Attention
-from tfamily.nn.cache import KVCache
+from tfamily.nn.state import KVCache
 from tfamily.nn.kernels import ReferenceKernel, SDPAKernel
 from tfamily.nn.patterns import Causal, Full
 from tfamily.nn.position import POSITIONS, sinusoid_table

@@ -10,7 +10,7 @@ from typing import Protocol
 
 from torch import Tensor
 
-from ..cache import LayerState
+from ..state import LayerState
 
 
 class FeedForward(Protocol):

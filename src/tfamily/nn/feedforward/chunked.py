@@ -8,7 +8,7 @@ import torch
 from torch import Tensor, nn
 from torch.utils.checkpoint import checkpoint
 
-from ..cache import LayerState
+from ..state import LayerState
 
 
 class Chunked(nn.Module):

@@ -5,7 +5,7 @@ from __future__ import annotations
 from torch import Tensor, nn
 
 from ...registry import ACTIVATIONS, FEEDFORWARDS
-from ..cache import LayerState
+from ..state import LayerState
 from ..dropout import maybe_dropout
 
 ACTIVATIONS.register("relu", nn.ReLU)

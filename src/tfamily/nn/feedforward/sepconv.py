@@ -23,7 +23,7 @@ from einops import rearrange
 from torch import Tensor, nn
 
 from ...registry import ACTIVATIONS, FEEDFORWARDS
-from ..cache import LayerState
+from ..state import LayerState
 from ..dropout import maybe_dropout
 
 

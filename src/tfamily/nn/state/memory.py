@@ -18,7 +18,8 @@ from collections.abc import Callable, Sequence
 import torch
 from torch import Tensor
 
-from .cache import LayerState, row_mask
+from .base import row_mask
+from .cache import LayerState
 
 
 def next_memory(memory: Tensor | None, inputs: Tensor | None, mem_len: int) -> Tensor | None:
@@ -43,7 +44,7 @@ def next_padding(padding: Tensor | None, n: int, mem_len: int) -> Tensor | None:
 
 
 class SegmentMemory(list):
-    """A ``State`` (nn/cache.py) carrying XL memory from one call of the model to the next.
+    """A ``State`` (``base.py``) carrying XL memory from one call of the model to the next.
 
     ``offset`` counts the tokens already seen (the absolute position of the next
     segment's first token, for absolute position encodings). ``limits`` holds, per

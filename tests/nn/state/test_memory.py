@@ -7,8 +7,7 @@ import torch
 
 from tfamily.build import build
 from tfamily.models.generate import generate
-from tfamily.nn.cache import LayerState
-from tfamily.nn.memory import SegmentMemory, next_memory
+from tfamily.nn.state import LayerState, SegmentMemory, next_memory
 from tfamily.spec import Spec
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from tfamily.nn.cache import KVCache, LayerState, new_state, reorder_state
+from tfamily.nn.state import KVCache, LayerState, new_state, reorder_state
 
 
 def test_append_returns_everything_so_far_across_regrowth():
@@ -55,7 +55,7 @@ def test_new_state_and_reorder_state():
 
 
 def test_cache_state_follows_the_state_protocol():
-    from tfamily.nn.cache import CacheState, State
+    from tfamily.nn.state import CacheState, State
     st = new_state(2)
     assert isinstance(st, CacheState) and isinstance(st, State) and not st.carried
     assert st.offset == 0
