@@ -12,7 +12,7 @@ from torch import nn
 import tfamily
 from tfamily import members
 from tfamily.models.generate import beam_search, generate, greedy_decode
-from tfamily.nn.universal import Universal, UniversalACT
+from tfamily.nn.depth import Universal, UniversalACT
 
 V = 20
 SMALL = dict(d_model=32, dropout=0.0, vocab_size=V, depth__n_layers=3, heads__n_heads=4, ff__d_ff=64)

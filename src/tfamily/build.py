@@ -18,18 +18,16 @@ from .models.rnn_encdec import RNNEncoderDecoder
 from .nn.adaptive_span import SoftPatternKernel
 from .nn.attention import Attention
 from .nn.block import Block
-from .nn.depth import Stack
+from .nn.depth import (CELLS, HaltingUnit, RecurrentStack, ReversibleStack, Stack, Universal, UniversalACT,
+                       make_rnn)
 from .nn.embedding import LMHead, TokenEmbedding
 from .nn.feedforward import Chunked
 from .nn.init import InitScheme, init_linears
-from .nn.state import SegmentMemory
 from .nn.patterns import Full, Pattern, SoftPattern
 from .nn.patterns import resolve as resolve_pattern
 from .nn.position import NoPosition
 from .nn.position.coordinate import Coordinate
-from .nn.recurrent import CELLS, RecurrentStack, make_rnn
-from .nn.reversible import ReversibleStack
-from .nn.universal import HaltingUnit, Universal, UniversalACT
+from .nn.state import SegmentMemory
 from .objectives import AuxiliaryLosses, CausalLM, MaskedLM, ReservesIds, Seq2Seq, SpanCorruption
 from .registry import (ALIGNMENTS, DEPTHS, FEEDFORWARDS, HEADS, INITS, KERNELS, MODELS, OBJECTIVES,
                        PATTERNS, POSITIONS, RESIDUALS, STATES)
@@ -217,7 +215,7 @@ def _encoder_decoder(spec: Spec) -> nn.Module:
                           objective_, spec.dropout_at("embed"))
 
 
-# -- recurrent depths (issue 16): one torch.nn RNN/LSTM/GRU is the whole stack (nn/recurrent.py);
+# -- recurrent depths (issue 16): one torch.nn RNN/LSTM/GRU is the whole stack (nn/depth/recurrent.py);
 # as an encoder-decoder, its params choose how the decoder reads the encoder (models/rnn_encdec.py).
 RNN_OPTIONS = {"bidirectional": False, "alignment": "general", "attend": "luong", "input_feeding": True}
 

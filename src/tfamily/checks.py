@@ -61,7 +61,7 @@ def check_universal(spec: Spec) -> None:
         raise ValueError(f"depth {depth.name!r} with depth.checkpointing=True is not supported; "
                          f"set checkpointing=False")
     if depth.name == "universal_act":
-        from .nn.universal import check_act
+        from .nn.depth import check_act
         check_act(depth.n_layers, depth.params.get("eps", 0.01), depth.params.get("ponder_weight", 0.01))
 
 

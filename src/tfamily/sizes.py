@@ -38,7 +38,7 @@ class Estimate:
         return max(self.weight_bytes, self.training_bytes) + self.activation_bytes
 
 
-_RECURRENT_GATES = {"rnn": 1, "gru": 3, "lstm": 4}  # nn/recurrent.py's cells
+_RECURRENT_GATES = {"rnn": 1, "gru": 3, "lstm": 4}  # nn/depth/recurrent.py's cells
 
 
 def param_count(spec: Spec) -> int:

@@ -23,7 +23,7 @@ from .nn.block import Block
 from .nn.feedforward import Chunked
 from .nn.position import NoPosition
 from .nn.position.coordinate import Coordinate
-from .nn.recurrent import RecurrentStack
+from .nn.depth import RecurrentStack
 from .nn.patterns.combine import Intersect, PerHead, Union
 from .spec import Spec
 

@@ -2,7 +2,7 @@
 Transformer with dynamic halting spent on each position (Dehghani et al. 2019, the ponder-time
 figures of section 3.1, on our tasks).
 
-Every halting depth (``nn.universal.UniversalACT``) keeps the updates and remainders of its last
+Every halting depth (``nn.depth.UniversalACT``) keeps the updates and remainders of its last
 call; one forward pass over the text fills them. A decoder LM gives one row (its stack); an
 encoder-decoder gives its encoder's row over the text as the source. Per position the plot shows
 the ponder time N + R (t2t: updates plus remainder), the number the ponder loss averages. The
@@ -17,7 +17,7 @@ import torch
 from torch import nn
 
 from ..models.encdec import EncoderDecoder
-from ..nn.universal import UniversalACT
+from ..nn.depth import UniversalACT
 
 
 def add_args(p) -> None:

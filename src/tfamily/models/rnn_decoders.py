@@ -24,7 +24,7 @@ from torch import Tensor, nn
 
 from ..nn.alignment import attend
 from ..nn.state import row_mask
-from ..nn.recurrent import Hidden, select_rows, top
+from ..nn.depth import Hidden, select_rows, top
 
 
 class DecoderState:

@@ -29,7 +29,7 @@ from pathlib import Path
 import torch
 from torch import Tensor, nn
 
-from ..nn.act import ACT
+from ..nn.depth import ACT
 from ..bench.results import print_rows, write_rows
 
 

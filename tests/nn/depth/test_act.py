@@ -9,7 +9,7 @@ import pytest
 import torch
 from torch import nn
 
-from tfamily.nn.act import ACT
+from tfamily.nn.depth import ACT
 
 D, H, OUT = 5, 8, 3
 CELLS = {"rnn": lambda: nn.RNNCell(D + 1, H), "gru": lambda: nn.GRUCell(D + 1, H),

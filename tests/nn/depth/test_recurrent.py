@@ -1,4 +1,4 @@
-"""Recurrent depths (nn/recurrent.py) as language models: the hidden state carried over
+"""Recurrent depths (nn/depth/recurrent.py) as language models: the hidden state carried over
 segments equals one long forward (outputs and gradients; truncated BPTT stops gradients at
 the boundary), the State protocol (save/load, reset rows, reorder), and generation."""
 from __future__ import annotations
@@ -9,7 +9,7 @@ import torch
 import tfamily
 from tfamily import members
 from tfamily.models.generate import generate
-from tfamily.nn.recurrent import RNNState, check_right_padding
+from tfamily.nn.depth import RNNState, check_right_padding
 from tfamily.objectives.lm import token_loss
 
 V = 17

@@ -8,7 +8,7 @@ KV-cached decode keeps one ``LayerState`` per step: ``len()`` is the number of s
 
 ``Universal`` runs a fixed number of steps. ``UniversalACT`` adds per-position dynamic halting
 (section 2.2) with tensor2tensor's semantics (``universal_transformer_util``), which differ
-from Graves' ACT (``nn/act.py``):
+from Graves' ACT (``act.py``):
 - the halting unit p = sigmoid(dense(state)) (bias 1) reads the step's *input* state, after
   the coordinate signal, before the block;
 - with threshold 1 - eps, a running position halts now when h + p > threshold and keeps
@@ -35,7 +35,7 @@ from collections.abc import Sequence
 import torch
 from torch import Tensor, nn
 
-from .state import LayerState
+from ..state import LayerState
 
 
 def _offset(state: Sequence[LayerState] | None) -> int:

@@ -14,7 +14,6 @@ from tfamily.models.hooks import AuxLoss, aux_losses
 from tfamily.nn.attention import Attention
 from tfamily.nn.block import Block
 from tfamily.nn.state import new_state
-from tfamily.nn.depth import Stack
 from tfamily.nn.feedforward import MLP
 from tfamily.nn.kernels import SDPAKernel
 from tfamily.nn.patterns import Causal, Full
@@ -22,7 +21,7 @@ from tfamily.nn.position import Sinusoidal, sinusoid_table
 from tfamily.nn.position.coordinate import Coordinate
 from tfamily.nn.heads import QKVProjection
 from tfamily.nn.residual import PostNorm
-from tfamily.nn.universal import HaltingUnit, Universal, UniversalACT
+from tfamily.nn.depth import HaltingUnit, Stack, Universal, UniversalACT
 
 D = 16
 

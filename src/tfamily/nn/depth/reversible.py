@@ -27,8 +27,8 @@ from contextlib import contextmanager
 import torch
 from torch import Tensor, nn
 
-from .state import LayerState
-from .feedforward import own_padding
+from ..feedforward import own_padding
+from ..state import LayerState
 
 
 def _branch(residual: nn.Module, sublayer, x: Tensor, **kw) -> Tensor:

@@ -1,5 +1,5 @@
-"""The depth axis: how layers repeat. ``Stack`` runs N distinct layers, optionally
-with activation checkpointing (Chen et al. 2016) to trade compute for memory."""
+"""``Stack`` runs N distinct layers, optionally with activation checkpointing (Chen et al.
+2016) to trade compute for memory."""
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from torch import Tensor, nn
 from torch.utils.checkpoint import checkpoint
 
-from .state import LayerState
+from ..state import LayerState
 
 
 class Stack(nn.Module):

@@ -9,7 +9,7 @@ import torch
 
 from tfamily.build import block, build, stack
 from tfamily.models.generate import generate
-from tfamily.nn.reversible import ReversibleStack
+from tfamily.nn.depth import ReversibleStack
 from tfamily.spec import Spec
 
 DT = torch.float64
