@@ -20,6 +20,7 @@ COMMANDS = {
     "eval": "tfamily.train.cli",
     "generate": "tfamily.train.cli",
     "demo": "tfamily.train.cli",
+    "compare": "tfamily.compare",
     "download": "tfamily.data.cli",
     "bench": "tfamily.bench.cli",
     "patterns": "tfamily.bench.cli",

@@ -49,7 +49,7 @@ def test_compare_plots(run, tmp_path, capsys):
     (["rl", "train", "--env", ID, "--steps", "100"], "use --steps >= 2048"),
     (["rl", "train", "--env", ID, "--member", "gpt", "--steps", "4096"], "no memory across steps"),
     (["rl", "eval", "/nonexistent/run", "--episodes", "3"], "nonexistent"),
-    (["rl", "compare", "/nonexistent/run"], "not an rl run directory"),
+    (["rl", "compare", "/nonexistent/run"], "does not exist"),
 ])
 def test_bad_input_is_one_line(argv, message, capsys, tmp_path):
     assert main([*argv, *(["--out", str(tmp_path / "x")] if argv[1] == "train" else [])]) == 2

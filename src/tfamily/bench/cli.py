@@ -23,6 +23,7 @@ BENCHES = {
     "generate": "tfamily.bench.generate",
 }
 PLOTS = {
+    "curves": "tfamily.compare",
     "spans": "tfamily.bench.spans",
     "ponder": "tfamily.bench.ponder",
     "alignment": "tfamily.bench.alignment",

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import math
 
+from ..compare import add_compare_args  # compare.py imports no torch at module level
 from .sweep import POPGYM_EASY
 from .sweep import TORSOS as SWEEP_TORSOS  # sweep.py imports no torch at module level
 
@@ -71,11 +72,8 @@ def add_parser(sub) -> None:
     e.add_argument("--json", action="store_true")
     e.set_defaults(func=_eval)
 
-    c = rsub.add_parser("compare", help="learning curves of runs in one PNG, and a table")
-    c.add_argument("runs", nargs="+", metavar="RUN")
-    c.add_argument("--out", default="runs/rl/curves.png", metavar="PNG")
-    c.add_argument("--json", action="store_true")
-    c.set_defaults(func=_compare)
+    c = rsub.add_parser("compare", help="alias of `tfamily compare`: final metrics in a table, curves in one PNG")
+    add_compare_args(c, default_out="runs/rl/curves.png")
     rl.set_defaults(func=lambda args: rl.print_help() or 2)
 
 
@@ -181,21 +179,4 @@ def _eval(args) -> int:
     print(json.dumps(out, indent=1) if args.json else
           f"{out['env']} {out['member']}: mean return {out['mean_return']:.4f} +- {out['std_return']:.4f} "
           f"over {out['episodes']} episodes")
-    return 0
-
-
-def _compare(args) -> int:
-    from .train import curves, plot
-    rows = curves(args.runs)
-    path = plot(rows, args.out)
-    keep = ("run", "env", "member", "seed", "final_return", "max_return")
-    table = [{**{k: r[k] for k in keep}, "env_steps": r["env_steps"][-1] if r["env_steps"] else 0}
-             for r in rows]
-    if args.json:
-        print(json.dumps({"plot": str(path), "runs": table}, indent=1))
-    else:
-        for r in table:
-            print(f"{r['member']:<16} s{r['seed']:<3} {r['env']:<36} steps {r['env_steps']:>8}  "
-                  f"final {r['final_return']}  max {r['max_return']}")
-        print(f"plot: {path}")
     return 0

@@ -121,47 +121,5 @@ def evaluate_run(run: str | Path, episodes_: int, *, seed: int | None = None) ->
             "std_return": statistics.pstdev(returns), "mean_length": statistics.fmean(lengths)}
 
 
-def curves(runs: list[str | Path]) -> list[dict]:
-    """Each run's learning curve from its train.csv: environment steps and batch-mean return."""
-    from ..train.metrics import read_csv
-    out = []
-    for run in runs:
-        run = Path(run)
-        if not (run / "train.csv").is_file() or not (run / "config.yaml").is_file():
-            raise FileNotFoundError(f"{run} is not an rl run directory (no train.csv / config.yaml); "
-                                    f"pass directories written by `tfamily rl train`")
-        cfg = _read_yaml(run / "config.yaml")
-        rows = [r for r in read_csv(run / "train.csv") if r.get("mean_return") not in (None, "")]
-        xs, ys = [int(r["tokens"]) for r in rows], [float(r["mean_return"]) for r in rows]
-        out.append({"run": str(run), "env": cfg["data"]["task"], "member": cfg["member"],
-                    "seed": cfg["train"]["seed"], "env_steps": xs, "mean_return": ys,
-                    "final_return": ys[-1] if ys else None, "max_return": max(ys) if ys else None})
-    return out
-
-
-def _read_yaml(path: Path) -> dict:
-    import yaml
-    return yaml.safe_load(path.read_text(encoding="utf-8"))
-
-
-def plot(rows: list[dict], out: str | Path) -> Path:
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    out = Path(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    fig, ax = plt.subplots(figsize=(7, 4.5))
-    for r in rows:
-        ax.plot(r["env_steps"], r["mean_return"], label=f"{r['member']} s{r['seed']} ({r['env']})")
-    ax.set_xlabel("environment steps")
-    ax.set_ylabel("mean episode return (batch)")
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(out, dpi=120)
-    plt.close(fig)
-    return out
-
-
 def print_json(obj) -> None:
     print(json.dumps(obj, indent=1))
