@@ -171,7 +171,7 @@ class ObjectiveSpec:
 
 @dataclass(frozen=True)
 class InitSpec:
-    """How the attention, feed-forward, embedding and position weights start (``nn/init.py``):
+    """How the attention, feed-forward, embedding and position weights start (``nn/init/``):
     ``torch`` keeps each part's own defaults, ``normal`` is GPT-2's N(0, std) scheme."""
     name: str = "torch"
     params: dict = field(default_factory=dict)  # e.g. {"std": 0.02, "scale_residual": True}
@@ -207,7 +207,7 @@ class Spec:
     ff_dropout: float | None = None     # on the feed-forward's hidden activations
     tie_embeddings: bool = True
     # Input and output scale: tokens times sqrt(d_model) (Vaswani et al. 2017, section 3.4),
-    # and a tied head read through a learned scalar starting at d^-0.5 (nn/embedding.py).
+    # and a tied head read through a learned scalar starting at d^-0.5 (nn/embedding/head.py).
     scale_embeddings: bool = True
     logit_scale: bool = True
     bias: bool = True                   # biases in the attention and feed-forward linears and the norms

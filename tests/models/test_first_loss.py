@@ -1,6 +1,6 @@
 """Initialisation: every member's untrained loss is near a uniform guess, ln V.
 
-Before the tied head read h / sqrt(d) (nn/embedding.py), an untrained model predicted
+Before the tied head read h / sqrt(d) (nn/embedding/head.py), an untrained model predicted
 its own input token: GPT at d 768 started at 18 nats on 65 symbols (ln 65 = 4.17)."""
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The init axis: how the weights of the shared parts start.
+"""Initialisation schemes.
 
 The builder hands each scheme the parts whose start the papers disagree on: the linear
 layers of attention (q, k, v and the output projection) and of the feed-forward, the token
@@ -8,7 +8,7 @@ gate, the GTrXL gate bias): the builder never passes them here.
 
 - ``torch``: each part's own default (``nn.Linear``'s U(-1/sqrt(fan_in), 1/sqrt(fan_in))
   with nonzero biases; the embedding at std d^-0.5 read times sqrt(d) and the position
-  table at std 1, ``nn/embedding.py`` and ``nn/position/absolute.py``).
+  table at std 1, ``nn/embedding/`` and ``nn/position/absolute.py``).
 - ``normal``: GPT-2 as released and as Hugging Face's ``GPT2PreTrainedModel._init_weights``
   writes it (Radford et al. 2019, section 2.3: "we scale the weights of residual layers at
   initialization by a factor of 1/sqrt(N) where N is the number of residual layers"):
@@ -19,18 +19,10 @@ gate, the GTrXL gate bias): the builder never passes them here.
 from __future__ import annotations
 
 import math
-from typing import Protocol
-
 from torch import Tensor, nn
 
-from ..registry import INITS
-
-
-class InitScheme(Protocol):
-    def linear(self, layer: nn.Linear, *, writes_residual: bool) -> None: ...
-
-    def table(self, weight: Tensor) -> None:
-        """An embedding or position table, (rows, d)."""
+from ...registry import INITS
+from .base import InitScheme
 
 
 class TorchDefault:

@@ -1,5 +1,5 @@
-"""Token embedding and output head. Vaswani et al. 2017, section 3.4: embeddings are
-multiplied by sqrt(d_model) and share their weights with the pre-softmax projection.
+"""The output head. Vaswani et al. 2017, section 3.4: the pre-softmax projection shares its
+weights with the embedding, which is multiplied by sqrt(d_model).
 
 A tied head alone would make an untrained model predict its own input token: at
 initialisation the stream is mostly the token's own (scaled) embedding e, so after the
@@ -19,26 +19,14 @@ GPT-2 (and BERT) make neither choice: the token table starts at N(0, 0.02) and i
 unscaled to a N(0, 0.02) position table, and the tied head reads the final norm's output
 directly (logits of std 0.02 sqrt(d), 0.55 at d 768: the own-token logit stays small
 because |e| is). ``scale=False`` and ``learned_scale=False`` give that recipe; the init
-axis (``nn/init.py``) sets the tables' std.
+axis (``nn/init/``) sets the tables' std.
 """
 from __future__ import annotations
-
-import math
 
 import torch
 from torch import Tensor, nn
 
-
-class TokenEmbedding(nn.Module):
-    def __init__(self, vocab_size: int, d_model: int, scale: bool = True):
-        super().__init__()
-        self.vocab_size = vocab_size
-        self.weight = nn.Parameter(torch.randn(vocab_size, d_model) * d_model ** -0.5)
-        self.scale = math.sqrt(d_model) if scale else 1.0
-
-    def forward(self, tokens: Tensor) -> Tensor:
-        check_tokens(tokens, self.vocab_size)
-        return nn.functional.embedding(tokens, self.weight) * self.scale
+from .token import TokenEmbedding
 
 
 class LMHead(nn.Module):
@@ -61,27 +49,3 @@ class LMHead(nn.Module):
         if self.logit_scale is not None:
             x = x * self.logit_scale
         return x @ self.tied.weight.t()
-
-
-def check_tokens(tokens: Tensor, vocab_size: int) -> None:
-    if not isinstance(tokens, Tensor) or tokens.dtype not in (torch.long, torch.int32, torch.int64):
-        raise TypeError(f"tokens must be an integer tensor, got "
-                        f"{getattr(tokens, 'dtype', type(tokens).__name__)}")
-    if tokens.dim() != 2:
-        raise ValueError(f"tokens must have shape (batch, seq_len), got {tuple(tokens.shape)}")
-    if tokens.numel() == 0:  # a mean over no positions is NaN, and nothing downstream says why
-        raise ValueError(f"tokens have shape {tuple(tokens.shape)}: an empty batch or sequence; pass at "
-                         f"least one row of at least one token")
-    if tokens.device.type != "cpu":
-        # Reading min/max back would stall the host on every forward; the device checks
-        # instead (an out-of-range id would otherwise fail inside the embedding's gather
-        # with no hint which id or table).
-        torch._assert_async(((tokens >= 0) & (tokens < vocab_size)).all(),
-                            f"a token id is outside the vocabulary [0, {vocab_size - 1}]; "
-                            f"raise vocab_size or fix the tokenizer")
-    else:
-        lo, hi = int(tokens.min()), int(tokens.max())
-        if lo < 0 or hi >= vocab_size:
-            bad = lo if lo < 0 else hi
-            raise ValueError(f"token id {bad} is outside the vocabulary [0, {vocab_size - 1}]; "
-                             f"raise vocab_size or fix the tokenizer")
