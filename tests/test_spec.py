@@ -109,5 +109,7 @@ def test_field_checks_name_the_value(override, error, match):
 def test_choices_cover_every_axis():
     spec = members.vanilla()
     assert set(spec.choices()) == {"pattern", "kernel", "position", "heads", "residual", "depth", "state",
-                                   "feed_forward", "objective"}
+                                   "feed_forward", "objective", "init", "dropout"}
     assert spec.choices()["residual"] in RESIDUALS
+    assert spec.choices()["dropout"] == "0.1 on embedding, sublayer outputs, feed-forward hidden"
+    assert members.gpt(dropout=0.0).choices()["dropout"] == "none"

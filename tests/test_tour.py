@@ -11,7 +11,7 @@ import pytest
 from tfamily import cli, members, tour
 
 AXES = ["model", "embedding", "position", "pattern", "kernel", "heads", "residual", "depth", "state",
-        "feed_forward", "objective"]
+        "feed_forward", "objective", "init", "dropout"]
 
 
 def _resolve(where: str):
@@ -83,3 +83,12 @@ def test_cite_falls_back_to_a_docstring_line_with_a_year():
 
         Someone et al. 2031, eq. 9: the rule."""
     assert tour.cite(Part) == "Someone et al. 2031, eq. 9: the rule."
+
+
+def test_tour_names_each_members_recipe():
+    """The input scale, init scheme and dropout sites are named, and differ where the papers do."""
+    gpt = {s.axis: s.choice for s in tour.tour("gpt")}
+    assert gpt["embedding"] == "tied, unscaled" and gpt["init"].startswith("normal")
+    assert gpt["dropout"] == "0.1 on embedding, attention probabilities, sublayer outputs"
+    vanilla = {s.axis: s.choice for s in tour.tour("vanilla")}
+    assert vanilla["embedding"] == "tied, x sqrt(d_model), learned logit scale" and vanilla["init"] == "torch"

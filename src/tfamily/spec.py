@@ -317,8 +317,19 @@ class Spec:
             "state": self.state.name,
             "feed_forward": self.ff.name + (f" x{self.ff.chunks} chunks" if self.ff.chunks > 1 else ""),
             "objective": self.objective.name,
+            "init": self.init.name + "".join(f" {k}={v}" for k, v in sorted(self.init.params.items())),
+            "dropout": self._dropout_choice(),
             **(self._recurrent_choices() if registry.DEPTHS.entry(self.depth.name).info.get("recurrent") else {}),
         }
+
+    def _dropout_choice(self) -> str:
+        sites = {"embed": "embedding", "attn": "attention probabilities", "residual": "sublayer outputs",
+                 "ff": "feed-forward hidden"}
+        rates: dict[float, list[str]] = {}
+        for site, label in sites.items():
+            if self.dropout_at(site) > 0:
+                rates.setdefault(self.dropout_at(site), []).append(label)
+        return "; ".join(f"{p:g} on {', '.join(where)}" for p, where in rates.items()) or "none"
 
     def _recurrent_choices(self) -> dict[str, str]:
         """A recurrent depth (RNN/LSTM/GRU, issue 16) has no attention pattern, kernel, heads,

@@ -34,9 +34,18 @@ CITATIONS: dict[str, str] = {
                      "2019, section 3)",
     "EncoderDecoder": "Vaswani et al. 2017, section 3.1 and figure 1: encoder stack, decoder stack "
                       "with cross-attention",
-    "TokenEmbedding": "Vaswani et al. 2017, section 3.4: embedding weights multiplied by sqrt(d_model)",
+    "TokenEmbedding": "Vaswani et al. 2017, section 3.4: embedding weights multiplied by sqrt(d_model) "
+                      "(scale_embeddings); GPT-2 adds them unscaled (Radford et al. 2019)",
     "LMHead": "Vaswani et al. 2017, section 3.4: pre-softmax projection shared with the embedding, "
-              "read at s h with s learned from d_model^-0.5 (T5's output rescaling, Raffel et al. 2020)",
+              "optionally read at s h with s learned from d_model^-0.5 (logit_scale: T5's output "
+              "rescaling, Raffel et al. 2020)",
+    # init and dropout
+    "Normal": "Radford et al. 2019, section 2.3 and GPT-2's released code: weights N(0, 0.02), biases 0, "
+              "residual output projections scaled by 1/sqrt(N) for N residual layers",
+    "TorchDefault": "each part's own initialisation: PyTorch's nn.Linear default (He et al. 2015's "
+                    "uniform bound 1/sqrt(fan_in)), embedding std d^-0.5 read at sqrt(d), position table std 1",
+    "Dropout": "Srivastava et al. 2014; where it acts is the member's paper's choice (Vaswani et al. "
+               "2017, section 5.4: sublayer outputs and embedding sums)",
     "MLMHead": "Devlin et al. 2019, section 3.1 (masked LM): dense + GELU + LayerNorm, then the "
                "tied vocabulary projection",
     # position
@@ -220,14 +229,17 @@ def _parts(model: nn.Module) -> dict[str, list]:
 def tour(member: str | Spec) -> list[Stop]:
     """A member (by name, or any spec) as built, axis by axis, each class once per axis."""
     from . import members
-    from .build import build
+    from .build import build, init_scheme
     spec = members.get(member)() if isinstance(member, str) else member
     with torch.device("meta"):
         model = build(spec)
-    choices = {"model": spec.model, "embedding": "tied" if spec.tie_embeddings else "untied",
-               **spec.choices()}
+    embedding = ("tied" if spec.tie_embeddings else "untied") + (
+        ", x sqrt(d_model)" if spec.scale_embeddings else ", unscaled") + (
+        ", learned logit scale" if spec.logit_scale and spec.tie_embeddings else "")
+    choices = {"model": spec.model, "embedding": embedding, **spec.choices()}
+    parts = {**_parts(model), "init": [init_scheme(spec)], "dropout": [nn.Dropout()]}
     stops = []
-    for axis, objs in _parts(model).items():
+    for axis, objs in parts.items():
         for cls in dict.fromkeys(type(o) for o in objs):
             stops.append(Stop(axis, str(choices[axis]), cls, cite(cls)))
     return stops
