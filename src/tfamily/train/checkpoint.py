@@ -125,9 +125,10 @@ def _tied_elsewhere(model: nn.Module, names: set[str]) -> set[str]:
     return {n for g in groups.values() if len(g) > 1 and any(m in names for m in g) for n in g}
 
 
-def write(root: Path, step: int, model: nn.Module, groups: dict[str, dict[str, Tensor]], meta: dict,
-          keep: int) -> Path:
-    """Write checkpoint ``step`` under ``root`` atomically; keep the newest ``keep``."""
+def write(root: Path, step: int, model: nn.Module | dict[str, Tensor], groups: dict[str, dict[str, Tensor]],
+          meta: dict, keep: int) -> Path:
+    """Write checkpoint ``step`` under ``root`` atomically; keep the newest ``keep``. ``model``: the
+    module, or its tensors as ``model_tensors`` gives them (a sharded model's, gathered first)."""
     root.mkdir(parents=True, exist_ok=True)
     final = root / f"step-{step:08d}"
     tmp = root / f".tmp-{final.name}-{os.getpid()}"
@@ -135,7 +136,8 @@ def write(root: Path, step: int, model: nn.Module, groups: dict[str, dict[str, T
         shutil.rmtree(tmp)
     tmp.mkdir()
     files = {}
-    save_file(model_tensors(model), str(tmp / "model.safetensors"), metadata={"format": "pt"})
+    weights = model if isinstance(model, dict) else model_tensors(model)
+    save_file(weights, str(tmp / "model.safetensors"), metadata={"format": "pt"})
     files["model.safetensors"] = None
     for name, tensors in groups.items():
         save_file({k: v.detach().cpu().contiguous() for k, v in tensors.items()}, str(tmp / f"{name}.safetensors"))
@@ -272,11 +274,13 @@ class Loaded:
         except SafetensorError as e:
             raise CheckpointError(f"{f} cannot be read ({e}); the checkpoint is corrupt") from e
 
-    def load_weights(self, model: nn.Module, device: torch.device | str = "cpu") -> None:
+    def load_weights(self, model: nn.Module, device: torch.device | str = "cpu", load=None) -> None:
+        """``load``: the model's ``load_state_dict`` unless given (a sharded model's, which
+        takes the whole state on every rank)."""
         f = self.path / "model.safetensors"
         try:
             state = load_file(str(f), device=str(device))
-            missing, unexpected = model.load_state_dict(state, strict=False)
+            missing, unexpected = (load or model.load_state_dict)(state, strict=False)
             missing = set(missing) - _tied_elsewhere(model, set(state))
         except SafetensorError as e:
             raise CheckpointError(f"{f} cannot be read ({e}); the checkpoint is corrupt") from e

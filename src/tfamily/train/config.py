@@ -29,6 +29,7 @@ SECTIONS = ("name", "member", "model", "data", "train")
 PRECISIONS = ("auto", "bf16", "fp16", "fp32")
 OPTIMIZERS = ("adamw", "muon")  # built by train/optim.make_optimizer
 DEVICES = ("auto", "cpu", "cuda")
+PARALLEL = ("ddp", "fsdp")  # how ranks under torchrun split the work (train/distributed.py)
 MAX_SEED = 2**63 - 1
 # The named configs ship inside the package (package data), so `-c tiny` works from a wheel as from a
 # checkout; ./configs is searched first so a project can shadow or add its own.
@@ -69,6 +70,8 @@ class TrainConfig:
     compile: bool = False              # torch.compile the loss
     activation_checkpointing: bool = False  # sets the spec's depth.checkpointing
     device: str = "auto"
+    parallel: str = "ddp"              # under torchrun: ddp (each rank holds the whole model) or fsdp
+                                       # (weights, gradients and optimiser state sharded over ranks)
     threads: int | str | None = None   # torch.set_num_threads; None = torch's default; 'auto' = the faster
                                        # of 1 and all cores, timed on this model (a busy machine can make
                                        # multi-threaded CPU training several times slower than one thread)
@@ -177,6 +180,11 @@ def validate(cfg: Config) -> None:
         raise ValueError(f"train.betas must be two numbers in [0, 1), got {list(t.betas)!r}")
     if t.optimizer not in OPTIMIZERS:
         raise ValueError(f"train.optimizer={t.optimizer!r} is not valid; valid: {', '.join(OPTIMIZERS)}")
+    if t.parallel not in PARALLEL:
+        raise ValueError(f"train.parallel={t.parallel!r} is not valid; valid: {', '.join(PARALLEL)}")
+    if t.parallel == "fsdp" and t.optimizer == "muon":
+        raise ValueError("train.optimizer=muon cannot run with train.parallel=fsdp: Muon orthogonalises whole "
+                         "matrices and FSDP gives each rank a shard; use train.optimizer=adamw or train.parallel=ddp")
     if t.precision not in PRECISIONS:
         raise ValueError(f"train.precision={t.precision!r} is not valid; valid: {', '.join(PRECISIONS)}")
     if t.device not in DEVICES and not str(t.device).startswith("cuda:"):

@@ -1,7 +1,7 @@
 """The training loop: one ``Trainer`` driving a ``Task`` on CPU, CUDA and torchrun.
 
 Each step: ``accum`` micro-batches from the task through ``model.loss`` under autocast,
-one backward each (DDP syncs gradients on the last; in fp16 the loss is scaled first,
+one backward each (DDP or FSDP syncs gradients on the last; in fp16 the loss is scaled first,
 ``device.grad_scaler``), clip the global gradient norm, AdamW step (in fp16 skipped when
 the scaled gradients overflowed), scheduler step, ``model.after_step()`` when the model
 has one. Every step's mean loss is checked before the optimiser touches the weights, so a
@@ -106,7 +106,7 @@ class Trainer:
         ``cfg.member`` with ``cfg.model``, sized to the task); ``model``: an already built model
         with ``loss(batch)`` (a model outside the family, e.g. in a test), instead of a spec."""
         t = cfg.train
-        self.dist = d = distributed.setup(t.device)
+        self.dist = d = distributed.setup(t.device, t.parallel)
         if isinstance(t.threads, int):
             torch.set_num_threads(t.threads)
         if t.batch_size % d.world_size:
@@ -132,7 +132,7 @@ class Trainer:
             model = build(self.spec)
         else:
             self.spec = None
-        self.model = model.to(self.device)
+        self.model = distributed.shard(model.to(self.device), d)  # FSDP: before the optimiser sees them
         self.params = param_count(self.model)
         self.optimizer = make_optimizer(t.optimizer, self.model, t.lr, t.weight_decay, t.betas, t.eps)
         self.budget = Budget(parse_duration(t.time_budget, "train.time_budget"), t.max_steps,
@@ -222,7 +222,7 @@ class Trainer:
         for i in range(t.accum):
             batch = self._next_batch()
             sync = i == t.accum - 1 or not d.active
-            with (contextlib.nullcontext() if sync else self.loss_fn.no_sync()):
+            with (contextlib.nullcontext() if sync else distributed.no_sync(self.loss_fn, self.model, d)):
                 with autocast(self.device, self.precision):
                     loss, _ = self.loss_fn(batch)
                 self.scaler.scale(loss / t.accum).backward()
@@ -239,7 +239,7 @@ class Trainer:
         if self.scaler.is_enabled() and not math.isfinite(norm):
             self._skipped_step(norm, loss)
         self.scaler.update()
-        if not weights_finite(self.model):
+        if not weights_finite(self.model, d):
             # A huge lr overflows the weights with a finite loss and gradient norm; stop before
             # anything saves them, so the last checkpoint stays good.
             self._stop(f"non-finite weights after the optimiser step (loss {loss:.4g}, gradient norm "
@@ -269,8 +269,28 @@ class Trainer:
     def evaluate(self) -> dict:
         t = self.cfg.train
         batches = self.task.eval_batches(t.eval_tokens, t.eval_batch_size or t.batch_size)
+        if self.dist.fsdp and self.dist.active:
+            batches = self._level(batches)
         return evaluate(self.model, batches, device=self.device, precision=self.precision, dist=self.dist,
                         carries=self.task.carries_state, metrics=self.task.eval_metrics)
+
+    def _level(self, batches) -> list[dict]:
+        """FSDP: each forward all-gathers weights with every rank, so all ranks must run as many.
+        A rank dealt fewer evaluation batches (text windows go round-robin) first runs as many
+        unscored forwards on its next training batch (the task's position is restored)."""
+        mine = list(batches)
+        short = max(int(n) for n in distributed.gather(torch.tensor([len(mine)]), self.dist)) - len(mine)
+        if short:
+            position = self.task.state_dict()
+            batch = to_device(self.task.next(), self.device)
+            self.task.load_state_dict(position)
+            was_training = self.model.training
+            self.model.eval()
+            with torch.no_grad(), autocast(self.device, self.precision):
+                for _ in range(short):
+                    self.model.loss(batch)
+            self.model.train(was_training)
+        return mine
 
     # -- the loop ----------------------------------------------------------------------------
     def fit(self) -> dict:
@@ -373,10 +393,13 @@ class Trainer:
                             and isinstance(v, (int, float)) and not isinstance(v, bool)})
 
 
-def weights_finite(model: nn.Module) -> bool:
-    """Whether every weight is finite: one fused max-abs pass, one host sync."""
-    params = [p.detach() for p in model.parameters()]
-    return not params or bool(torch.stack(torch._foreach_norm(params, float("inf"))).isfinite().all())
+def weights_finite(model: nn.Module, d: distributed.Dist | None = None) -> bool:
+    """Whether every weight is finite: one fused max-abs pass, one host sync. Under FSDP each
+    rank checks its own shards (some may be empty, which an infinity norm refuses) and the
+    ranks agree."""
+    params = [t for p in model.parameters() if (t := distributed.local(p.detach())).numel()]
+    ok = not params or bool(torch.stack(torch._foreach_norm(params, float("inf"))).isfinite().all())
+    return not distributed.any_rank(not ok, d) if d is not None and d.fsdp else ok
 
 
 def resume_config(path: str | Path, overrides: dict | None = None) -> Config:

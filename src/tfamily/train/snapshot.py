@@ -4,7 +4,9 @@ scheduler, every rank's RNG states, the task's position and the model's carried 
 Batch t depends only on (seed, t), and the carried state goes through the State
 protocol (``state_dict`` / ``load_state_dict``; its tensors saved per rank), so a
 resumed run repeats the uninterrupted run's losses bit for bit (same device and thread
-count), whatever the state is: XL memory, an RNN's hidden state.
+count), whatever the state is: XL memory, an RNN's hidden state. A checkpoint is the same
+files whether one process, DDP or FSDP wrote it (FSDP gathers the whole state to rank 0), so it
+resumes on another number of ranks, unless the model carries per-rank state.
 """
 from __future__ import annotations
 
@@ -47,7 +49,10 @@ def save(tr) -> Path | None:
     rng_t, rng_meta = checkpoint.capture_rng()
     for r, s in enumerate(distributed.gather(torch.get_rng_state(), d)):
         rng_t[f"torch.rank{r}"] = s
-    opt_t, opt_meta = flatten_optimizer(tr.optimizer.state_dict())
+    # FSDP: every rank takes part in gathering the whole weights and moments to rank 0.
+    weights = distributed.full_weights(tr.model) if d.fsdp else tr.model
+    opt_state = distributed.optimizer_state(tr.model, tr.optimizer, d)
+    opt_t, opt_meta = flatten_optimizer(opt_state) if opt_state is not None else ({}, None)
     carry_t, carry_meta = _carry_out(tr.state, d)
     position = tr.task.state_dict()
     # A task's position may hold tensors (an RL rollout buffer): safetensors, not JSON.
@@ -68,7 +73,7 @@ def save(tr) -> Path | None:
                 "metrics": {"train_loss": tr.train_loss, "val": tr.last_eval},
                 "recent": list(tr.recent), "data_dir": tr.data_dir}
         json.dumps(meta)  # fail before writing anything if some state is not plain data
-        path = checkpoint.write(tr.run_dir / "checkpoints", tr.step, tr.model, groups, meta, tr.cfg.train.keep)
+        path = checkpoint.write(tr.run_dir / "checkpoints", tr.step, weights, groups, meta, tr.cfg.train.keep)
         tr.last_ckpt = path
     tr.saved_step = tr.step
     distributed.barrier(d)
@@ -91,9 +96,14 @@ def restore(tr, ck: checkpoint.Loaded) -> None:
         diff = sorted(k for k in set(meta["spec"] or {}) | set(here) if (meta["spec"] or {}).get(k) != here.get(k))
         raise ValueError(f"{ck.path} was trained with a different spec (differs in {diff}); "
                          f"resume without model overrides")
-    ck.load_weights(tr.model, tr.device)
+    d = tr.dist
+    if meta["world_size"] != d.world_size and meta.get("carry"):
+        raise ValueError(f"{ck.path} carries each of its {meta['world_size']} rank(s)' own model state (memory "
+                         f"of their rows); resume it with {meta['world_size']} process(es), not {d.world_size}")
+    ck.load_weights(tr.model, tr.device, distributed.load_full_weights(tr.model) if d.fsdp else None)
     try:
-        tr.optimizer.load_state_dict(unflatten_optimizer(ck.group("optimizer"), meta["optimizer"]))
+        distributed.load_optimizer_state(tr.model, tr.optimizer,
+                                         unflatten_optimizer(ck.group("optimizer"), meta["optimizer"]), d)
     except ValueError as e:  # another parameter layout, e.g. a checkpoint from before the fused QKV projection
         raise ValueError(f"{ck.path}: its optimizer state does not fit this model's parameters ({e}); the "
                          f"weights still load (tfamily eval / generate), but the run cannot resume: start a new "
@@ -101,10 +111,9 @@ def restore(tr, ck: checkpoint.Loaded) -> None:
     tr.scheduler.load_state_dict(meta["scheduler"])
     tr.task.load_state_dict({**meta["data"], **ck.group("data")})
     rng = ck.group("rng")
-    mine = rng.get(f"torch.rank{tr.dist.rank}")
-    if mine is None and tr.dist.active:
-        raise ValueError(f"{ck.path} was written by {meta['world_size']} rank(s); "
-                         f"resume it with the same number of processes")
+    # Resumed on more ranks than wrote it, a new rank keeps the stream a new run gives it (its
+    # rows were another rank's, so no saved dropout stream could continue them anyway).
+    mine = rng.get(f"torch.rank{d.rank}", torch.get_rng_state())
     checkpoint.restore_rng(rng, meta["rng"], mine)
     tr.step, tr.tokens, tr.elapsed = meta["step"], meta["tokens"], meta["elapsed"]
     tr.recent.extend(meta.get("recent") or [])  # so a resumed run reports the same train_loss
