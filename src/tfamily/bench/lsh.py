@@ -1,6 +1,8 @@
 """LSH attention against dense SDPA: forward + backward time and peak memory vs length.
 
-`tfamily bench lsh --json` times one attention call (b, h, L, e) forward and backward:
+`tfamily bench lsh --json` times one attention call (b, h, L, e) forward and backward, on the CPU
+or with ``--device cuda`` on the GPU (time between CUDA events, memory from
+``torch.cuda.max_memory_allocated``: bench/devices.py):
 the Reformer's shared-QK LSH attention (kernel "lsh": hashing, sorting, chunked
 attention; 1, 2, 4, 8 rounds) and dense causal SDPA (the flash kernel with
 ``is_causal``, which skips masked blocks: the strongest dense baseline on CPU). Every
@@ -31,15 +33,14 @@ import argparse
 import json
 import subprocess
 import sys
-import time
 from pathlib import Path
 
+from .devices import add_device_arg, meter, resolve
+from .procmem import worker_env
 from .results import write_rows
 
-from .procmem import peak_mb, worker_env
-
-FIELDS = ["kind", "n_hashes", "seq_len", "fwd_bwd_ms", "peak_mb", "speedup", "extrapolated",
-          "batch", "heads", "d_head", "bucket_size", "threads", "ours_ms", "hf_ms", "hf_over_ours", "peer_version", "compiled"]
+FIELDS = ["kind", "n_hashes", "seq_len", "fwd_bwd_ms", "peak_mb", "speedup", "extrapolated", "batch", "heads",
+          "d_head", "bucket_size", "threads", "ours_ms", "hf_ms", "hf_over_ours", "peer_version", "compiled", "device"]
 
 
 def add_args(p) -> None:
@@ -53,6 +54,7 @@ def add_args(p) -> None:
                    help="longest length at which dense SDPA is run; longer ones are extrapolated")
     p.add_argument("--repeats", type=int, default=1, help="timed calls after the measured first one")
     p.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
+    add_device_arg(p)
     p.add_argument("--peer", default="hf", choices=["hf", "none"],
                    help="hf: also time Hugging Face's LSHSelfAttention against ours (needs transformers)")
     p.add_argument("--peer-lengths", type=int, nargs="+", default=None,
@@ -72,6 +74,7 @@ def run(args) -> int:
         bad = [v for v in getattr(args, name) if v < 1]
         if bad:
             raise ValueError(f"--{name} must be positive, got {bad}")
+    resolve(args.device)  # refuse a missing GPU before spawning anything
     rows = []
     for L in args.lengths:
         if L <= args.max_dense_len:
@@ -115,7 +118,7 @@ def _spawn(args, kind: str, L: int, rounds: int, measures=("time", "memory")) ->
     cmd = [sys.executable, "-m", "tfamily.bench.lsh", "--worker", kind, "--lengths", str(L),
            "--rounds", str(max(rounds, 1)), "--bucket-size", str(args.bucket_size), "--batch", str(args.batch),
            "--heads", str(args.heads), "--d-head", str(args.d_head), "--repeats", str(args.repeats),
-           "--threads", str(args.threads), "--peer-repeats", str(args.peer_repeats)]
+           "--threads", str(args.threads), "--peer-repeats", str(args.peer_repeats), "--device", args.device]
     row = {}
     for measure, env in (("time", None), ("memory", worker_env())):
         if measure not in measures:
@@ -136,15 +139,14 @@ def _measure(args) -> dict:
 
     if args.threads:
         torch.set_num_threads(args.threads)
-    _compiled()  # load (or build) the compiled kernels before anything is timed
+    dev = resolve(args.device)
+    _compiled(dev)  # load (or build) the compiled kernels before anything is timed
     if args.worker == "peer":
-        return _measure_peer(args)
+        return _measure_peer(args, dev)
     L, rounds = args.lengths[0], args.rounds[0]
     b, h, e = args.batch, args.heads, args.d_head
     torch.manual_seed(0)
-    q = torch.randn(b, h, L, e, requires_grad=True)
-    k = torch.randn(b, h, L, e, requires_grad=True)
-    v = torch.randn(b, h, L, e, requires_grad=True)
+    q, k, v = (torch.randn(b, h, L, e, device=dev, requires_grad=True) for _ in range(3))
     kernel = LSHKernel(n_hashes=rounds, bucket_size=args.bucket_size)
 
     def step():
@@ -156,23 +158,22 @@ def _measure(args) -> dict:
 
     meta = {"kind": args.worker, "n_hashes": rounds if args.worker == "lsh" else None, "seq_len": L,
             "extrapolated": False, "batch": b, "heads": h, "d_head": e,
-            "bucket_size": args.bucket_size if args.worker == "lsh" else None}
+            "bucket_size": args.bucket_size if args.worker == "lsh" else None, "device": dev.type}
+    m = meter(dev)
     if args.measure == "memory":
         step()  # warm-up: one-time allocations (thread pools, lazy init) are not the call's
         q.grad = k.grad = v.grad = None  # the measured call starts from the inputs alone
-        _, peak, exact = peak_mb(step)
+        _, peak, exact = m.peak_mb(step)
         return {**meta, "peak_mb": round(peak, 1), "peak_exact": exact}
     times = []
     for _ in range(1 + args.repeats):  # the first call warms up
         q.grad = k.grad = v.grad = None
-        t0 = time.perf_counter()
-        step()
-        times.append(time.perf_counter() - t0)
+        times.append(m.seconds(step)[1])
     best = min(times[1:]) if args.repeats else times[0]
-    return {**meta, "fwd_bwd_ms": round(best * 1e3, 1), "threads": torch.get_num_threads(), **_compiled()}
+    return {**meta, "fwd_bwd_ms": round(best * 1e3, 1), "threads": torch.get_num_threads(), **_compiled(dev)}
 
 
-def _measure_peer(args) -> dict:
+def _measure_peer(args, dev) -> dict:
     """Ours and HF's LSH layer (projections + attention), alternating call by call."""
     import torch
     import torch.nn.functional as F
@@ -189,10 +190,10 @@ def _measure_peer(args) -> dict:
                          lsh_num_chunks_after=0, is_decoder=True, lsh_attention_probs_dropout_prob=0.0,
                          attn_layers=["lsh"])
     torch.manual_seed(0)
-    hf = LSHSelfAttention(cfg).train()
-    qk = torch.nn.Linear(h * e, h * e, bias=False)
-    val = torch.nn.Linear(h * e, h * e, bias=False)
-    x = torch.randn(b, L, h * e, requires_grad=True)
+    hf = LSHSelfAttention(cfg).to(dev).train()
+    qk = torch.nn.Linear(h * e, h * e, bias=False, device=dev)
+    val = torch.nn.Linear(h * e, h * e, bias=False, device=dev)
+    x = torch.randn(b, L, h * e, device=dev, requires_grad=True)
 
     def ours():
         q = qk(x).view(b, L, h, e).transpose(1, 2)
@@ -200,26 +201,26 @@ def _measure_peer(args) -> dict:
         out, _ = kernel(q, F.normalize(q, dim=-1), v, pattern=Causal())
         return out.transpose(1, 2).reshape(b, L, h * e)
 
-    times = {"ours": [], "hf": []}
+    times, m = {"ours": [], "hf": []}, meter(dev)
     for i in range(1 + args.peer_repeats):  # the first round warms both up
         for name, fn in (("ours", ours), ("hf", lambda: hf(x).hidden_states)):
             x.grad = None
-            t0 = time.perf_counter()
-            fn().sum().backward()
+            _, s = m.seconds(lambda: fn().sum().backward())
             if i:
-                times[name].append(time.perf_counter() - t0)
+                times[name].append(s)
     best = {k: min(v) * 1e3 for k, v in times.items()}
     return {"kind": "peer", "n_hashes": rounds, "seq_len": L, "batch": b, "heads": h, "d_head": e,
             "bucket_size": c, "threads": torch.get_num_threads(), "extrapolated": False,
             "ours_ms": round(best["ours"], 1), "hf_ms": round(best["hf"], 1),
-            "hf_over_ours": round(best["hf"] / best["ours"], 2), **_compiled()}
+            "hf_over_ours": round(best["hf"] / best["ours"], 2), "device": dev.type, **_compiled(dev)}
 
 
-def _compiled() -> dict:
-    """Whether our LSH ran its compiled tile kernel (nn/kernels/native.py) or the PyTorch path."""
+def _compiled(dev) -> dict:
+    """Whether our LSH ran its compiled tile kernel (nn/kernels/native.py, CPU only) or the
+    PyTorch path."""
     from ..nn.kernels import native
 
-    return {"compiled": native.ops() is not None}
+    return {"compiled": dev.type == "cpu" and native.ops() is not None}
 
 
 def _add_dense_extrapolation(rows: list[dict], args) -> None:
@@ -269,7 +270,7 @@ def _plot(rows: list[dict], path: Path) -> None:
         ax.set_ylabel(label)
         ax.grid(True, which="both", alpha=0.3)
     ax_t.legend(fontsize=7)
-    fig.suptitle("LSH attention vs dense SDPA, CPU")
+    fig.suptitle(f"LSH attention vs dense SDPA, {rows[0]['device']}")
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=120)

@@ -2,7 +2,9 @@
 
 `tfamily bench reversible --json` trains a decoder LM (pre-norm, dense causal SDPA by
 default, or ``--kernel lsh``) for two AdamW steps at each depth and stack kind, each in a
-fresh process started with the allocator set up for measuring (bench/procmem.py). The
+fresh process started with the allocator set up for measuring (bench/procmem.py), on the
+CPU or with ``--device cuda`` on the GPU (memory from ``torch.cuda.max_memory_allocated``,
+time between CUDA events: bench/devices.py). The
 first step allocates gradients and optimiser state; the second is
 measured. ``activation_mb`` is the resident memory the second step adds above what is
 resident before it (parameters, gradients and AdamW moments are already there), i.e. peak
@@ -17,16 +19,16 @@ import argparse
 import json
 import subprocess
 import sys
-import time
 from pathlib import Path
 
-from .procmem import peak_mb, worker_env
+from .devices import add_device_arg, meter, resolve
+from .procmem import worker_env
 
 KINDS = {"reversible": {"depth.name": "reversible"},
          "standard": {"depth.name": "stack"},
          "checkpointed": {"depth.name": "stack", "depth.checkpointing": True}}
 FIELDS = ["kind", "n_layers", "activation_mb", "peak_train_mb", "param_mb", "step_ms", "seq_len", "batch",
-          "d_model", "kernel"]
+          "d_model", "kernel", "device"]
 
 
 def add_args(p) -> None:
@@ -40,6 +42,7 @@ def add_args(p) -> None:
                    help="lsh: shared-QK LSH attention (2 rounds, buckets of 64), as in the reformer member")
     p.add_argument("--ff-chunks", type=int, default=1)
     p.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
+    add_device_arg(p)
     p.add_argument("--out", default="runs/bench/reversible", help="directory for reversible.json/.csv/.png")
     p.add_argument("--json", action="store_true", help="print the rows as a JSON list")
     p.add_argument("--worker", default=None, help=argparse.SUPPRESS)
@@ -52,6 +55,7 @@ def run(args) -> int:
     bad = [d for d in args.depths if d < 1]
     if bad:
         raise ValueError(f"--depths must be positive, got {bad}")
+    resolve(args.device)  # refuse a missing GPU before spawning anything
     rows = []
     for kind in args.kinds:
         for n in args.depths:
@@ -83,7 +87,7 @@ def _spawn(args, kind: str, n_layers: int) -> dict:
     cmd = [sys.executable, "-m", "tfamily.bench.reversible", "--worker", kind, "--depths", str(n_layers),
            "--seq-len", str(args.seq_len), "--batch", str(args.batch), "--d-model", str(args.d_model),
            "--heads", str(args.heads), "--kernel", args.kernel, "--ff-chunks", str(args.ff_chunks),
-           "--threads", str(args.threads)]
+           "--threads", str(args.threads), "--device", args.device]
     proc = subprocess.run(cmd, capture_output=True, text=True, env=worker_env())
     if proc.returncode != 0:
         raise RuntimeError(f"bench reversible worker {kind} n_layers={n_layers} failed:\n{proc.stderr[-2000:]}")
@@ -111,11 +115,11 @@ def _measure(args) -> dict:
 
     if args.threads:
         torch.set_num_threads(args.threads)
-    kind, n_layers = args.worker, args.depths[0]
+    kind, n_layers, dev = args.worker, args.depths[0], resolve(args.device)
     torch.manual_seed(0)
-    model = build(model_spec(args, kind, n_layers)).train()
+    model = build(model_spec(args, kind, n_layers)).to(dev).train()
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
-    x = torch.randint(0, 256, (args.batch, args.seq_len))
+    x = torch.randint(0, 256, (args.batch, args.seq_len), device=dev)
     batch = {"x": x, "y": x.roll(-1, dims=1)}
 
     def step():
@@ -124,17 +128,15 @@ def _measure(args) -> dict:
         opt.step()
         opt.zero_grad(set_to_none=False)  # keep the gradient buffers: they are not activations
 
-    t0 = time.perf_counter()
-    step()  # allocates gradients and AdamW state
-    first = time.perf_counter() - t0
-    t0 = time.perf_counter()
-    _, act, exact = peak_mb(step)
-    step_s = time.perf_counter() - t0
+    m = meter(dev)
+    _, first = m.seconds(step)  # allocates gradients and AdamW state
+    (_, act, exact), step_s = m.seconds(lambda: m.peak_mb(step))
     param_mb = sum(p.numel() * p.element_size() for p in model.parameters()) / 2 ** 20
     return {"kind": kind, "n_layers": n_layers, "activation_mb": round(act, 1),
             "peak_train_mb": round(act + 4 * param_mb, 1), "param_mb": round(param_mb, 1),
             "step_ms": round(min(first, step_s) * 1e3, 1), "peak_exact": exact,
-            "seq_len": args.seq_len, "batch": args.batch, "d_model": args.d_model, "kernel": args.kernel}
+            "seq_len": args.seq_len, "batch": args.batch, "d_model": args.d_model, "kernel": args.kernel,
+            "device": dev.type}
 
 
 def _plot(rows: list[dict], path: Path) -> None:

@@ -18,6 +18,10 @@ a vanilla window fits. The speed ratio is the paper's table 9 (363x to 1,874x on
 for attention lengths 800 to 3,800).
 Without ``--checkpoint`` a small XL model is trained first (through the shared loop) for ``--train-steps``
 on contiguous streams of the corpus, so the bpc values mean something.
+``--device cuda`` trains and evaluates on the GPU; ``peak_mb`` is the memory each evaluation adds
+(``torch.cuda.max_memory_allocated`` there, the resident high-water mark on the CPU:
+bench/devices.py). Every segment or window ends in a host read of its loss, which waits for the
+device, so the wall clock times the evaluation on either.
 """
 from __future__ import annotations
 
@@ -35,9 +39,10 @@ from ..build import build
 from ..data import StreamBatches, load_corpus
 from ..nn.position import RelativePosition
 from ..spec import Spec
+from .devices import add_device_arg, meter, resolve
 
 FIELDS = ["mode", "attention_length", "seg_len", "mem_len", "rows", "tokens", "scored", "wall_s", "tokens_per_s",
-          "bpc", "speedup", "threads", "model"]
+          "bpc", "speedup", "peak_mb", "peak_exact", "threads", "device", "model"]
 
 
 def add_args(p) -> None:
@@ -59,6 +64,7 @@ def add_args(p) -> None:
     p.add_argument("--modes", nargs="+", default=["memory", "vanilla"], choices=["memory", "vanilla"],
                    help="which evaluations to run (memory alone: bpc at several memory lengths, fast)")
     p.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
+    add_device_arg(p)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", default="runs/bench/xl-eval", help="directory for xl_eval.json/.csv/.png")
     p.add_argument("--json", action="store_true", help="print the rows as a JSON list")
@@ -85,7 +91,8 @@ def train_small(spec: Spec, args):
             "train.lr": 2e-3, "train.weight_decay": 0.01, "train.betas": [0.9, 0.999], "train.warmup": 20,
             "train.min_lr_ratio": 0.0, "train.grad_clip": 1.0, "train.precision": "fp32",
             "train.seed": args.seed, "train.eval_every": None, "train.eval_tokens": 1, "train.ckpt_every": None,
-            "train.log_every": 50, "train.out": run, "train.tensorboard": False, "train.progress": False})
+            "train.log_every": 50, "train.out": run, "train.tensorboard": False, "train.progress": False,
+            "train.device": args.device})
         trainer = Trainer(cfg, spec=spec, data_dir=args.data_dir)
         try:
             trainer.fit()
@@ -102,11 +109,13 @@ def eval_memory(model, tokens: torch.Tensor, seg_len: int, mem_len: int, rows: i
     batches = StreamBatches(tokens, seg_len, rows)
     stream_len = len(tokens) // rows
     state = model.new_state(mem_len=mem_len)
+    dev = next(model.parameters()).device
     nll, made, t0 = 0.0, 0, time.perf_counter()
     for t, (x, y) in enumerate(batches):
+        x, y = x.to(dev), y.to(dev)
         logits = model(x, state=state)
         loss = F.cross_entropy(logits.flatten(0, 1).float(), y.flatten(), reduction="none").view_as(y)
-        offset = t * seg_len + 1 + torch.arange(seg_len)  # each target's place in its stream
+        offset = t * seg_len + 1 + torch.arange(seg_len, device=dev)  # each target's place in its stream
         nll += loss[:, offset >= skip].sum().item()
         made += y.numel()
     wall = time.perf_counter() - t0
@@ -122,12 +131,13 @@ def eval_vanilla(model, tokens: torch.Tensor, positions: torch.Tensor, length: i
     ``rows`` windows per call. Returns (nll sum, targets, seconds)."""
     if len(positions) and int(positions.min()) < length:
         raise ValueError(f"a vanilla window of {length} tokens needs targets at positions >= {length}")
+    dev = next(model.parameters()).device
     nll, t0 = 0.0, time.perf_counter()
     windows = tokens.unfold(0, length, 1)  # row s = tokens[s: s + length]
     for i in range(0, len(positions), rows):
         p = positions[i: i + rows]
-        logits = model(windows[p - length].long())[:, -1]
-        nll += F.cross_entropy(logits.float(), tokens[p].long(), reduction="sum").item()
+        logits = model(windows[p - length].long().to(dev))[:, -1]
+        nll += F.cross_entropy(logits.float(), tokens[p].long().to(dev), reduction="sum").item()
     return nll, len(positions), time.perf_counter() - t0
 
 
@@ -138,19 +148,24 @@ def run_eval(model, tokens: torch.Tensor, seg_len: int, mem_len: int, rows: int,
     vanilla window of A tokens fits inside the stream."""
     length = mem_len + seg_len
     skip = length if skip is None else skip
+    dev = next(model.parameters()).device
+    m = meter(dev)
     base = {"attention_length": length, "seg_len": seg_len, "mem_len": mem_len, "rows": rows,
-            "threads": torch.get_num_threads(), "model": label, "speedup": None}
-    nll, scored, made, wall, positions = eval_memory(model, tokens, seg_len, mem_len, rows, skip)
+            "threads": torch.get_num_threads(), "device": dev.type, "model": label, "speedup": None}
+    (nll, scored, made, wall, positions), peak, exact = m.peak_mb(
+        lambda: eval_memory(model, tokens, seg_len, mem_len, rows, skip))
     if scored == 0:
         raise ValueError(f"no target is {skip} tokens into its stream; raise --tokens or lower --rows")
     out = []
     if "memory" in modes:
         out.append({"mode": "memory", **base, "tokens": made, "scored": scored, "wall_s": wall,
-                    "tokens_per_s": made / wall, "bpc": nll / scored / math.log(2)})
+                    "tokens_per_s": made / wall, "bpc": nll / scored / math.log(2), "peak_mb": round(peak, 1),
+                    "peak_exact": exact})
     if "vanilla" in modes:
-        nll, made, wall = eval_vanilla(model, tokens, positions, length, rows)
+        (nll, made, wall), peak, exact = m.peak_mb(lambda: eval_vanilla(model, tokens, positions, length, rows))
         out.append({"mode": "vanilla", **base, "tokens": made, "scored": scored, "wall_s": wall,
-                    "tokens_per_s": made / wall, "bpc": nll / scored / math.log(2)})
+                    "tokens_per_s": made / wall, "bpc": nll / scored / math.log(2), "peak_mb": round(peak, 1),
+                    "peak_exact": exact})
     if len(out) == 2:
         out[0]["speedup"] = out[1]["speedup"] = out[0]["tokens_per_s"] / out[1]["tokens_per_s"]
     return out
@@ -160,7 +175,7 @@ def _load(args):
     if args.checkpoint:
         from ..train.config import from_dict
         from ..train.sample import load_trained
-        tr = load_trained(args.checkpoint, "cpu")
+        tr = load_trained(args.checkpoint, args.device)
         if tr.spec.state.name != "xl_memory":
             raise ValueError(f"{args.checkpoint} is a {tr.spec.member!r} model with state "
                              f"{tr.spec.state.name!r}; xl-eval needs state 'xl_memory'")
@@ -169,7 +184,7 @@ def _load(args):
         return tr.model, corpus, cfg.data.seq_len, tr.spec.state.mem_len, f"{args.checkpoint}"
     corpus = load_corpus(args.corpus, args.data_dir)
     spec = small_xl(corpus.vocab.size, args.d_model, args.layers, args.heads, args.mem_len)
-    model = train_small(spec, args) if args.train_steps > 0 else build(spec)
+    model = train_small(spec, args) if args.train_steps > 0 else build(spec).to(args.device)
     model.eval()
     return model, corpus, args.seg_len, args.mem_len, (f"transformer_xl d{args.d_model} L{args.layers} "
                                                        f"trained {args.train_steps} steps on {corpus.name}")
@@ -180,6 +195,7 @@ def run(args) -> int:
         lo = 0 if name == "train_steps" else 1
         if getattr(args, name) < lo:
             raise ValueError(f"--{name.replace('_', '-')} must be >= {lo}, got {getattr(args, name)}")
+    resolve(args.device)  # refuse a missing GPU before training anything
     if args.threads:
         torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)
