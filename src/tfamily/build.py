@@ -15,7 +15,6 @@ from . import checks  # noqa: F401  (registers the spec checks that need parts)
 from .models import EncoderDecoder, LanguageModel, MLMHead
 from .models.rnn_decoders import BahdanauDecoder, LuongDecoder
 from .models.rnn_encdec import RNNEncoderDecoder
-from .nn.adaptive_span import SoftPatternKernel
 from .nn.attention import Attention
 from .nn.block import Block
 from .nn.depth import (CELLS, HaltingUnit, RecurrentStack, ReversibleStack, Stack, Universal, UniversalACT,
@@ -23,7 +22,7 @@ from .nn.depth import (CELLS, HaltingUnit, RecurrentStack, ReversibleStack, Stac
 from .nn.embedding import LMHead, TokenEmbedding
 from .nn.feedforward import Chunked
 from .nn.init import InitScheme, init_linears
-from .nn.patterns import Full, Pattern, SoftPattern
+from .nn.patterns import Full, Pattern, SoftPattern, SoftPatternKernel
 from .nn.patterns import resolve as resolve_pattern
 from .nn.position import NoPosition
 from .nn.position.coordinate import Coordinate

@@ -159,7 +159,7 @@ class Registry(Mapping):
 _BUILD = "tfamily.build"
 
 MODELS = Registry("model", (_BUILD,))
-PATTERNS = Registry("pattern", ("tfamily.nn.patterns", "tfamily.nn.adaptive_span"))
+PATTERNS = Registry("pattern", ("tfamily.nn.patterns",))
 KERNELS = Registry("kernel", ("tfamily.nn.kernels",))
 POSITIONS = Registry("position", ("tfamily.nn.position",))
 HEADS = Registry("heads", ("tfamily.nn.heads",))

@@ -17,7 +17,7 @@ from torch import nn
 
 from .models import EncoderDecoder, LanguageModel, MLMHead
 from .models.rnn_encdec import RNNEncoderDecoder
-from .nn.adaptive_span import SoftPatternKernel
+from .nn.patterns.adaptive_span import SoftPatternKernel
 from .nn.attention import Attention
 from .nn.block import Block
 from .nn.feedforward import Chunked

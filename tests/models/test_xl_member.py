@@ -8,7 +8,7 @@ import torch
 from tfamily import members
 from tfamily.build import build
 from tfamily.models.generate import generate
-from tfamily.nn.adaptive_span import AdaptiveSpan
+from tfamily.nn.patterns import AdaptiveSpan
 from tfamily.nn.state import SegmentMemory
 from tfamily.nn.position import RelativePosition
 

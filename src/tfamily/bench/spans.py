@@ -17,7 +17,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from ..nn.adaptive_span import AdaptiveSpan
+from ..nn.patterns import AdaptiveSpan
 
 
 def add_args(p) -> None:

@@ -1,6 +1,9 @@
 """Attention patterns. A new pattern registers its constructor in ``PATTERNS``
-(``tfamily.registry``): the spec's valid pattern names and parameter keys come from there."""
+(``tfamily.registry``): the spec's valid pattern names and parameter keys come from there.
+Fixed patterns are plain objects; the adaptive span (``adaptive_span``) is learned per head,
+so the builder makes it with the head shape and it registers beside its code."""
 from ...registry import PATTERNS
+from .adaptive_span import AdaptiveSpan, SoftPatternKernel
 from .base import (BlockCandidates, HeadDependent, Order, Pattern, Reordered, SoftPattern, candidates,
                    dense_mask, is_per_head, key_order, query_order)
 from .basic import Causal, Full
@@ -68,4 +71,4 @@ __all__ = ["Pattern", "BlockCandidates", "Reordered", "HeadDependent", "SoftPatt
            "SlidingWindow", "GlobalTokens", "Local1D", "Local2D",
            "StridedColumns", "FixedBlock", "FixedSummary", "strided", "fixed", "factorized",
            "RandomBlocks", "bigbird", "longformer", "Union", "Intersect", "Difference", "PerHead",
-           "Residue", "SummaryFirst"]
+           "Residue", "SummaryFirst", "AdaptiveSpan", "SoftPatternKernel"]

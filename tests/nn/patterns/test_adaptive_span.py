@@ -6,10 +6,9 @@ import pytest
 import torch
 
 from tfamily.build import build
-from tfamily.nn.adaptive_span import AdaptiveSpan, SoftPatternKernel
 from tfamily.nn.attention import Attention
 from tfamily.nn.kernels import ReferenceKernel, SDPAKernel
-from tfamily.nn.patterns import SlidingWindow
+from tfamily.nn.patterns import AdaptiveSpan, SlidingWindow, SoftPatternKernel
 from tfamily.nn.position import RelativePosition
 from tfamily.nn.heads import QKVProjection
 from tfamily.spec import Spec

@@ -29,7 +29,7 @@ import torch
 from einops import rearrange
 from torch import Tensor, nn
 
-from ..registry import PATTERNS
+from ...registry import PATTERNS
 
 
 class AdaptiveSpan(nn.Module):
