@@ -4,8 +4,8 @@ The registry is the single source of truth for an axis's choices: ``spec.py`` de
 valid names and parameter keys from here, and ``build.py`` constructs parts through here.
 
 Import direction: this module imports nothing from tfamily. Parts register into it
-(``nn/patterns``, ``nn/kernels``, ``nn/position``, ``nn/projection``, ``nn/residual``,
-``nn/feedforward``, ``nn/sepconv`` and, for the axes whose constructors assemble several
+(the axis folders under ``nn/``: ``patterns``, ``kernels``, ``position``, ``heads``,
+``residual``, ``feedforward``, ``init``; for the axes whose constructors assemble several
 parts, ``build``), and ``spec.py`` reads it, so the spec never imports ``nn/``. Each
 registry names the modules that register into it (``providers``) and imports them the
 first time its names are read, so the valid names are the registered ones whichever

@@ -6,14 +6,14 @@ from __future__ import annotations
 from torch import Tensor, nn
 
 from ..nn.state import State, new_state
-from ..nn.depth import Stack
+from ..nn.depth import Depth
 from ..nn.dropout import maybe_dropout
 from ..nn.embedding import TokenEmbedding
 from .hooks import aux_losses, run_after_step, run_set_progress, with_aux_losses
 
 
 class EncoderDecoder(nn.Module):
-    def __init__(self, embed: TokenEmbedding, position: nn.Module, encoder: Stack, decoder: Stack,
+    def __init__(self, embed: TokenEmbedding, position: nn.Module, encoder: Depth, decoder: Depth,
                  head: nn.Module, objective: nn.Module, dropout: float = 0.0):
         super().__init__()
         self.embed, self.position, self.encoder, self.decoder, self.head = (

@@ -10,14 +10,14 @@ from collections.abc import Callable
 from torch import Tensor, nn
 
 from ..nn.state import State, new_state
-from ..nn.depth import Stack
+from ..nn.depth import Depth
 from ..nn.dropout import maybe_dropout
 from ..nn.embedding import TokenEmbedding
 from .hooks import aux_losses, run_after_step, run_set_progress, with_aux_losses
 
 
 class LanguageModel(nn.Module):
-    def __init__(self, embed: TokenEmbedding, position: nn.Module, stack: Stack, head: nn.Module,
+    def __init__(self, embed: TokenEmbedding, position: nn.Module, stack: Depth, head: nn.Module,
                  objective: nn.Module, dropout: float = 0.0,
                  make_state: Callable[..., State] | None = None):
         super().__init__()
