@@ -2,6 +2,7 @@
 stderr and exit status 2, never a traceback."""
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import shutil
@@ -81,3 +82,38 @@ def test_console_script():
     assert bad.returncode == 2 and bad.stdout == ""
     assert bad.stderr.strip().count("\n") == 0 and "unknown member 'nope'" in bad.stderr
     assert "Traceback" not in bad.stderr
+
+
+def test_version(capsys):
+    import tfamily
+    with pytest.raises(SystemExit) as e:
+        cli.main(["--version"])
+    assert e.value.code == 0 and capsys.readouterr().out == f"tfamily {tfamily.__version__}\n"
+
+
+def test_each_help_line_is_the_commands_own():
+    # `tfamily --help` lists the commands from cli.COMMANDS without importing their modules
+    full = cli.make_parser()
+    (sub,) = [a for a in full._actions if isinstance(a, argparse._SubParsersAction)]
+    assert {a.dest: a.help for a in sub._choices_actions} == {name: line for name, (_, line) in cli.COMMANDS.items()}
+
+
+_PROBE = """
+import sys
+from tfamily.cli import main
+for argv in (["--help"], ["--version"], ["compare", "--help"]):
+    try:
+        main(argv)
+    except SystemExit:
+        pass
+print("torch imported:", "torch" in sys.modules, file=sys.stderr)
+import tfamily.members, tfamily.build  # the submodule must not shadow the package's build function
+assert callable(tfamily.build), tfamily.build
+"""
+
+
+def test_help_and_version_do_not_import_torch():
+    done = subprocess.run([sys.executable, "-c", _PROBE], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "usage: tfamily" in done.stdout and "tfamily compare" in done.stdout
+    assert "torch imported: False" in done.stderr

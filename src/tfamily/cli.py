@@ -12,21 +12,24 @@ import importlib
 import json
 import sys
 
-# command name -> module defining add_parser(subparsers). Imported lazily so
-# `tfamily members` does not pay for matplotlib or tensorboard.
+# command -> (module defining add_parser(subparsers), its line in `tfamily --help`). Only the module
+# of the command being run is imported: most of them import torch (seconds), which `tfamily --help`
+# and `--version` do without. tests/test_cli.py keeps each line equal to the module's own help.
 COMMANDS = {
-    "members": "tfamily.cli",
-    "train": "tfamily.train.cli",
-    "eval": "tfamily.train.cli",
-    "generate": "tfamily.train.cli",
-    "demo": "tfamily.train.cli",
-    "compare": "tfamily.compare",
-    "download": "tfamily.data.cli",
-    "bench": "tfamily.bench.cli",
-    "patterns": "tfamily.bench.cli",
-    "plot": "tfamily.bench.cli",
-    "repro": "tfamily.bench.cli",
-    "rl": "tfamily.rl.cli",
+    "members": ("tfamily.cli", "list the family members and their choices on each axis; with NAME, "
+                               "a reading tour of that member"),
+    "train": ("tfamily.train.cli", "train a member on a corpus or synthetic task (YAML/TOML config + key=value)"),
+    "eval": ("tfamily.train.cli", "evaluate a checkpoint on held-out data"),
+    "generate": ("tfamily.train.cli", "sample text from a checkpoint"),
+    "demo": ("tfamily.train.cli", "train a small character GPT on Tiny Shakespeare (~5 min on 2 cores), "
+                                  "print validation bpc and a sample"),
+    "compare": ("tfamily.compare", "final metrics of runs in one table and their curves in one figure"),
+    "download": ("tfamily.data.cli", "download and verify a dataset (tinyshakespeare, enwik8, text8)"),
+    "bench": ("tfamily.bench.cli", "benchmarks (speed and memory), printed and saved as JSON/CSV"),
+    "plot": ("tfamily.bench.cli", "plots of trained models"),
+    "repro": ("tfamily.bench.cli", "reproduce a paper's experiment"),
+    "patterns": ("tfamily.bench.cli", "draw every attention pattern as a PNG"),
+    "rl": ("tfamily.rl.cli", "reinforcement learning: PPO with memory torsos on gymnasium/POPGym"),
 }
 
 
@@ -95,25 +98,35 @@ def _members(args) -> int:
     return 0
 
 
-def make_parser() -> argparse.ArgumentParser:
+def make_parser(commands=None) -> argparse.ArgumentParser:
+    """The CLI's parser with the full options of ``commands`` (default: all); any other command is
+    listed by name and help line only, so its module (and torch) is not imported."""
+    from . import __version__
     parser = argparse.ArgumentParser(prog="tfamily", description="The Transformer family: train, compare, reuse.")
+    parser.add_argument("--version", action="version", version=f"tfamily {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    seen = set()
-    for module in dict.fromkeys(COMMANDS.values()):
+    wanted = set(COMMANDS if commands is None else commands)
+    modules = dict.fromkeys(module for module, _ in COMMANDS.values())
+    for module in modules:
+        names = [name for name, (m, _) in COMMANDS.items() if m == module]
+        if wanted.isdisjoint(names):
+            for name in names:
+                sub.add_parser(name, help=COMMANDS[name][1])
+            continue
         try:
             mod = importlib.import_module(module)
         except ModuleNotFoundError as e:  # a command module not written yet
             if e.name and e.name.startswith("tfamily"):
                 continue
             raise
-        if module not in seen:
-            mod.add_parser(sub)
-            seen.add(module)
+        mod.add_parser(sub)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = make_parser()
+    argv = sys.argv[1:] if argv is None else list(argv)
+    command = next((a for a in argv if not a.startswith("-")), None)
+    parser = make_parser([command] if command in COMMANDS else [])
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):
         parser.print_help()
