@@ -44,8 +44,12 @@ def test_train_prints_one_json_object_last(tmp_path, capsys):
 def test_eval_json_on_the_test_split(run_dir, capsys):
     assert cli.main(["eval", str(run_dir), "--split", "test", "--max-tokens", "1024", "--json"]) == 0
     r = _last_json(capsys.readouterr().out)
-    assert REQUIRED <= set(r) and r["split"] == "test" and r["eval_tokens"] == 1024 and r["steps"] == 12
-    assert math.isfinite(r["val_loss"])
+    assert {"member", "params", "steps", "tokens", "train_loss", "test_loss", "test_bpc", "test_acc"} <= set(r)
+    assert r["split"] == "test" and r["eval_tokens"] == 1024 and r["steps"] == 12
+    assert math.isfinite(r["test_loss"]) and not [k for k in r if k.startswith("val_")]  # named after its split
+    assert cli.main(["eval", str(run_dir), "--split", "test", "--max-tokens", "1024"]) == 0
+    out = capsys.readouterr().out
+    assert "on the test split" in out and "test_loss" in out and "val_" not in out
 
 
 def test_eval_matches_the_trainers_final_evaluation(run_dir, capsys):

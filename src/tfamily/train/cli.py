@@ -117,12 +117,12 @@ def _finite(value):
     return value
 
 
-def _print_result(result: dict, as_json: bool, title: str) -> None:
+def _print_result(result: dict, as_json: bool, title: str, split: str = "val") -> None:
     if as_json:
         print(json.dumps(_finite(result), allow_nan=False))
         return
-    keys = ("member", "params", "steps", "tokens", "wall_s", "tokens_per_s", "train_loss", "val_loss",
-            "val_bpc", "val_acc", "checkpoint")
+    keys = ("member", "params", "steps", "tokens", "wall_s", "tokens_per_s", "train_loss", f"{split}_loss",
+            f"{split}_bpc", f"{split}_acc", "checkpoint")
     print(title)
     for k in keys:
         v = result.get(k)
@@ -198,9 +198,11 @@ def _eval(args) -> int:
     tr = load_trained(args.checkpoint, args.device)
     result = evaluate_trained(tr, split=args.split, max_tokens=args.max_tokens, batch_size=args.batch_size,
                               precision=args.precision, data_dir=args.data_dir, mem_len=args.mem_len)
-    _print_result(result, args.json, f"{result['name']} at step {result['steps']} on the {args.split} split")
-    if not math.isfinite(result["val_loss"]):
-        print(f"tfamily eval: error: the {args.split} loss is not finite ({result['val_loss']}); the weights "
+    _print_result(result, args.json, f"{result['name']} at step {result['steps']} on the {args.split} split",
+                  args.split)
+    loss = result[f"{args.split}_loss"]
+    if not math.isfinite(loss):
+        print(f"tfamily eval: error: the {args.split} loss is not finite ({loss}); the weights "
               f"in {result['checkpoint']} are broken: evaluate an earlier checkpoint", file=sys.stderr)
         return 3
     return 0

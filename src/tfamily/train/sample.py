@@ -77,7 +77,8 @@ def _run_threads(meta: dict, device: torch.device):
 def evaluate_trained(tr: Trained, *, split: str = "val", max_tokens: int | None = None, batch_size: int | None = None,
                      precision: str = "auto", data_dir=None, mem_len: int | None = None) -> dict:
     """Evaluate a trained model on ``split`` of the data it was trained on (read from the data
-    directory the run used unless ``data_dir`` says otherwise)."""
+    directory the run used unless ``data_dir`` says otherwise); the metrics are ``<split>_loss``,
+    ``<split>_bpc``, ``<split>_ppl`` and ``<split>_acc``."""
     cfg = from_dict(tr.meta["config"])
     data_dir = data_dir if data_dir is not None else tr.meta.get("data_dir")
     cfg.data.eval_split = split
@@ -95,8 +96,9 @@ def evaluate_trained(tr: Trained, *, split: str = "val", max_tokens: int | None 
     return {"member": cfg.member, "name": cfg.run_name, "params": sum(p.numel() for p in tr.model.parameters()),
             "steps": tr.meta["step"], "tokens": tr.meta["tokens"], "wall_s": wall,
             "tokens_per_s": e["tokens"] / max(wall, 1e-9), "train_loss": tr.meta["metrics"]["train_loss"],
-            "split": split, "eval_tokens": e["tokens"], "val_loss": e["loss"], "val_bpc": e.get("bpc"),
-            "val_ppl": e["ppl"], "val_acc": e["acc"], "mem_len": mem_len, "checkpoint": str(tr.path)}
+            # named after the split scored, so a test-split number never reads as a validation one
+            "split": split, "eval_tokens": e["tokens"], f"{split}_loss": e["loss"], f"{split}_bpc": e.get("bpc"),
+            f"{split}_ppl": e["ppl"], f"{split}_acc": e["acc"], "mem_len": mem_len, "checkpoint": str(tr.path)}
 
 
 def sample_text(tr: Trained, prompt: str, n_tokens: int, *, temperature: float = 0.8, top_k: int | None = None,
