@@ -156,7 +156,7 @@ def plot(runs: list[Run], out: str | Path, bpc: bool = False) -> Path:
     groups = [g for g in (False, True) if any(r.rl == g for r in runs)]
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    fig, axes = plt.subplots(len(groups), 2, figsize=(11, 4 * len(groups)), squeeze=False)
+    fig, axes = plt.subplots(len(groups), 2, figsize=(11, 4 * len(groups)), squeeze=False, layout="constrained")
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     for (ax_steps, ax_time), rl in zip(axes, groups):
         for i, run in enumerate(runs):
@@ -176,7 +176,6 @@ def plot(runs: list[Run], out: str | Path, bpc: bool = False) -> Path:
             ax.set_ylabel(y, fontsize=8)
             ax.grid(alpha=0.3)
         ax_steps.legend(fontsize=7)
-    fig.tight_layout()
     fig.savefig(out, dpi=110)
     plt.close(fig)
     return out
