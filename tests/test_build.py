@@ -9,8 +9,7 @@ import torch
 from torch import nn
 
 import tfamily
-from tfamily import build, members
-from tfamily.members import Member
+from tfamily import build, members, registry
 from tfamily.models import EncoderDecoder, LanguageModel
 from tfamily.nn.feedforward import Chunked
 from tfamily.nn.kernels import ReferenceKernel, SDPAKernel
@@ -22,7 +21,7 @@ SMALL = dict(d_model=16, dropout=0.0, vocab_size=V, depth__n_layers=1, heads__n_
 
 
 def test_build_by_member_name(monkeypatch):
-    monkeypatch.setitem(members.REGISTRY, "tiny", Member("tiny", "none", lambda: members.gpt(**SMALL)))
+    monkeypatch.setitem(registry.MEMBERS._entries, "tiny", registry.Entry("tiny", lambda: members.gpt(**SMALL)))
     model = build("tiny")
     assert isinstance(model, LanguageModel) and model.embed.weight.shape == (V, 16)
 

@@ -28,7 +28,7 @@ from .nn.position import NoPosition
 from .nn.position.coordinate import Coordinate
 from .nn.state import SegmentMemory
 from .objectives import AuxiliaryLosses, CausalLM, MaskedLM, ReservesIds, Seq2Seq, SpanCorruption
-from .registry import (ALIGNMENTS, DEPTHS, FEEDFORWARDS, HEADS, INITS, KERNELS, MODELS, OBJECTIVES,
+from .registry import (ALIGNMENTS, DEPTHS, FEEDFORWARDS, HEADS, INITS, KERNELS, MEMBERS, MODELS, OBJECTIVES,
                        PATTERNS, POSITIONS, RESIDUALS, STATES)
 from .sizes import check_fits
 from .spec import Spec
@@ -266,8 +266,9 @@ MODELS.register("encoder_decoder", _any_encoder_decoder, needs=("spec",))
 def build(spec: Spec | str) -> nn.Module:
     """Turn a spec (or a member name) into a module."""
     if isinstance(spec, str):
-        from . import members
-        spec = members.get(spec)()
+        if spec not in MEMBERS:
+            raise ValueError(f"unknown member {spec!r}; valid members: {', '.join(MEMBERS.names())}")
+        spec = MEMBERS[spec]()
     if not isinstance(spec, Spec):
         raise TypeError(f"build() takes a Spec or a member name, got {type(spec).__name__}")
     check_fits(spec)  # refuse a model larger than the machine before allocating any of it

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from .registry import MEMBERS
 from .spec import Spec
 
 
@@ -29,6 +30,7 @@ def member(name: str, paper: str):
             return spec.replace(**overrides) if overrides else spec
         make.__name__, make.__doc__ = name, f"{paper}\n\n{fn.__doc__ or ''}"
         REGISTRY[name] = Member(name, paper, make)
+        MEMBERS.register(name, make, paper=paper)
         return make
     return register
 

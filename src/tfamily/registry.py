@@ -173,6 +173,9 @@ INITS = Registry("init", ("tfamily.nn.init",))
 # Alignment scores of recurrent encoder-decoders (dot, general, concat, additive), chosen in a
 # recurrent depth's params; not a spec axis of their own.
 ALIGNMENTS = Registry("alignment", ("tfamily.nn.alignment",))
+# The member presets by name (``tfamily.members`` registers each): ``build("gpt")`` resolves a name
+# here, so the builder never imports the presets that are built on it. Not a spec axis.
+MEMBERS = Registry("member", ("tfamily.members",))
 # Cross-axis checks (name -> check(spec) raising ValueError), run on every Spec; the ones
 # that need a part (a kernel validating its parameters) live next to build (tfamily/checks.py).
 CHECKS = Registry("check", ("tfamily.checks",))
