@@ -16,26 +16,11 @@ whose gradients overflow is skipped and the scale halved; 2000 clean steps doubl
 from __future__ import annotations
 
 import contextlib
-import functools
 import platform
 
 import torch
 
-
-@functools.lru_cache(maxsize=1)
-def cpu_has_bf16() -> bool:
-    """True when this CPU executes bf16 dot products natively (AVX512-BF16 or AMX on x86,
-    BF16 on Arm v8.6+)."""
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as f:
-            flags = set()
-            for line in f:
-                if line.startswith(("flags", "Features")):
-                    flags.update(line.split(":", 1)[1].split())
-                    break
-    except OSError:
-        return False
-    return bool(flags & {"avx512_bf16", "amx_bf16", "bf16"})
+from ..hardware import cpu_has_bf16
 
 
 def resolve_device(name: str, local_rank: int = 0) -> torch.device:

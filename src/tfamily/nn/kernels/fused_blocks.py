@@ -21,6 +21,7 @@ import os
 import torch
 from torch import Tensor
 
+from ...hardware import cpu_has_bf16
 from . import native
 from .plan import Plan
 
@@ -70,8 +71,6 @@ def bf16_tiles() -> bool:
     forced = os.environ.get("TFAMILY_BF16_TILES")
     if forced is not None:
         return forced not in ("0", "false", "no", "off")
-    from ...train.device import cpu_has_bf16  # the one CPU-feature probe (it also picks training's autocast)
-
     return cpu_has_bf16()
 
 

@@ -21,6 +21,8 @@ from pathlib import Path
 
 import torch
 
+from ...hardware import cpu_flags
+
 _CSRC = Path(__file__).parent / "csrc"
 _SOURCES = [_CSRC / "lsh_chunks.cpp", _CSRC / "blocksparse.cpp"]
 _HEADERS = [_CSRC / "common.h"]
@@ -32,11 +34,7 @@ _HEADERS = [_CSRC / "common.h"]
 # loops at 128-bit vectors, and a Xeon as a part tuned for 256-bit ones; the exp / mask loops are
 # worth the widest vectors the CPU has (512 bits with AVX512F).
 def _vector_width() -> str:
-    try:
-        wide = "avx512f" in Path("/proc/cpuinfo").read_text().split()
-    except OSError:
-        wide = False
-    return f"-mprefer-vector-width={512 if wide else 256}"
+    return f"-mprefer-vector-width={512 if 'avx512f' in cpu_flags() else 256}"
 
 
 _CFLAGS = ["-O3", "-march=native", _vector_width(), "-ffp-contract=fast", "-fno-trapping-math", "-fopenmp"]
@@ -45,13 +43,7 @@ _state: dict = {}
 
 
 def _cpu_flags() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("flags"):
-                return " ".join(sorted(line.split(":", 1)[1].split()))
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
+    return " ".join(sorted(cpu_flags())) or platform.processor() or platform.machine()
 
 
 def build_dir() -> Path:
