@@ -27,7 +27,7 @@ COMMANDS = {
     "download": ("tfamily.data.cli", "download and verify a dataset (tinyshakespeare, enwik8, text8)"),
     "bench": ("tfamily.bench.cli", "benchmarks (speed and memory), printed and saved as JSON/CSV"),
     "plot": ("tfamily.bench.cli", "plots of trained models"),
-    "repro": ("tfamily.bench.cli", "reproduce a paper's experiment"),
+    "repro": ("tfamily.repro.cli", "reproduce a paper's experiment"),
     "patterns": ("tfamily.bench.cli", "draw every attention pattern as a PNG"),
     "rl": ("tfamily.rl.cli", "reinforcement learning: PPO with memory torsos on gymnasium/POPGym"),
 }

@@ -12,7 +12,8 @@ import pytest
 from tfamily.bench import lsh as bench_lsh
 from tfamily.bench import procmem
 from tfamily.bench import reversible as bench_rev
-from tfamily.bench.cli import BENCHES, REPROS
+from tfamily.bench.cli import BENCHES
+from tfamily.repro import REPROS
 
 
 def _args(module, argv):

@@ -1,14 +1,12 @@
-"""`tfamily bench NAME`, `tfamily patterns`, `tfamily plot NAME`, `tfamily repro NAME`.
+"""`tfamily bench NAME`, `tfamily patterns`, `tfamily plot NAME`.
 
-Each benchmark, plot or reproduction is a module with ``add_args(parser)`` and
-``run(args) -> int``, listed by name (benchmarks and plots here, reproductions in
-``tfamily.repro.REPROS``) and imported only when used.
+Each benchmark or plot is a module with ``add_args(parser)`` and ``run(args) -> int``, listed
+by name here and imported only when used; ``group`` lays such a table out as one command
+(the reproductions use it too: ``tfamily.repro.cli``).
 """
 from __future__ import annotations
 
 import importlib
-
-from ..repro import REPROS
 
 BENCHES = {
     "attention": "tfamily.bench.attention",
@@ -42,7 +40,7 @@ def _available(table: dict) -> dict:
     return out
 
 
-def _group(sub, command: str, help_: str, table: dict) -> None:
+def group(sub, command: str, help_: str, table: dict) -> None:
     p = sub.add_parser(command, help=help_)
     inner = p.add_subparsers(dest="name", metavar="NAME")
     for name, mod in _available(table).items():
@@ -53,9 +51,8 @@ def _group(sub, command: str, help_: str, table: dict) -> None:
 
 
 def add_parser(sub) -> None:
-    _group(sub, "bench", "benchmarks (speed and memory), printed and saved as JSON/CSV", BENCHES)
-    _group(sub, "plot", "plots of trained models", PLOTS)
-    _group(sub, "repro", "reproduce a paper's experiment", REPROS)
+    group(sub, "bench", "benchmarks (speed and memory), printed and saved as JSON/CSV", BENCHES)
+    group(sub, "plot", "plots of trained models", PLOTS)
     mods = _available({"patterns": PATTERNS_MODULE})
     if "patterns" in mods:
         p = sub.add_parser("patterns", help="draw every attention pattern as a PNG")
