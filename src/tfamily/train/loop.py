@@ -41,7 +41,8 @@ from .device import autocast, grad_scaler, resolve_precision
 from .evaluate import carried_state, evaluate, to_device
 from .metrics import Logger
 from .optim import make_optimizer, warmup_cosine
-from .task import Reports, Task, make_task
+from .task import Reports, Task
+from .tasks import make_task
 
 
 class NonFiniteLoss(RuntimeError):

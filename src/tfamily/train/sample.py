@@ -17,7 +17,7 @@ from . import checkpoint
 from .config import from_dict
 from .device import resolve_device, resolve_precision
 from .evaluate import evaluate
-from .task import make_task
+from .tasks import make_task
 
 
 @dataclass

@@ -10,7 +10,7 @@ whose stream, document or episode starts anew), gives held-out batches and the
 metrics its field reports (bits per character, bits per dimension), and saves and
 restores its position so a resumed run sees exactly the batches it would have.
 
-Tasks today (``train/tasks/``): text (random windows or contiguous streams), the
+Tasks today (``train/tasks/``, where ``make_task`` picks one from a ``data`` config): text (random windows or contiguous streams), the
 synthetic tasks, sequence-to-sequence pairs for the encoder-decoder, and pixel
 images. Reinforcement-learning rollouts are one more class with the same methods:
 ``next`` runs the policy in the environments, ``size`` counts environment steps,
@@ -20,8 +20,6 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from typing import Protocol, runtime_checkable
-
-from .config import DataConfig
 
 
 @runtime_checkable
@@ -85,29 +83,3 @@ def step_position(kind: str, task, state: dict | None = None) -> dict:
         raise ValueError(f"the checkpoint's data position does not fit this run ({'; '.join(diffs)})")
     task.seed, task.step = int(state["seed"]), int(state["step"])
     return state
-
-
-def make_task(cfg: DataConfig, batch_size: int, *, seed: int, rank: int = 0, world_size: int = 1,
-              data_dir=None, vocab=None, objective: str | None = None) -> Task:
-    """The task a ``data`` config describes, with ``batch_size`` rows per rank. A synthetic
-    task for an encoder-decoder (``objective`` 'seq2seq') comes as source/target pairs, as does
-    the GCIDE reverse dictionary (``data.task=reverse_dictionary``, read from ``data_dir``)."""
-    from .tasks.reverse_dictionary import NAME as REVERSE_DICTIONARY
-    from .tasks.reverse_dictionary import ReverseDictionaryTask
-    from .tasks.seq2seq import PairTask
-    from .tasks.synthetic import SyntheticTask
-    from .tasks.text import TextTask
-    kw = dict(seed=seed, rank=rank, world_size=world_size)
-    if cfg.task == REVERSE_DICTIONARY:
-        if objective not in (None, "seq2seq"):
-            raise ValueError(f"data.task={REVERSE_DICTIONARY} gives definition -> headword pairs for an "
-                             f"encoder-decoder (objective 'seq2seq'), not objective {objective!r}; train a member "
-                             f"such as luong_attention, lstm_seq2seq, vanilla or universal_transformer")
-        return ReverseDictionaryTask(cfg, batch_size, data_dir=data_dir, **kw)
-    if cfg.task is not None:
-        return (PairTask if objective == "seq2seq" else SyntheticTask)(cfg, batch_size, **kw)
-    if objective == "seq2seq":
-        raise ValueError(f"the encoder-decoder (objective 'seq2seq') trains on source/target pairs; set "
-                         f"data.task to copy, reverse or addition instead of data.corpus={cfg.corpus!r}, or pre-train it on "
-                         f"the corpus with model.objective.name=span_corruption (T5's span corruption)")
-    return TextTask(cfg, batch_size, data_dir=data_dir, vocab=vocab, **kw)

@@ -10,7 +10,7 @@ import torch
 
 from tfamily.data.paths import DataNotFoundError
 from tfamily.train.config import DataConfig
-from tfamily.train.task import make_task
+from tfamily.train.tasks import make_task
 from tfamily.train.tasks.reverse_dictionary import ReverseDictionaryTask
 
 
