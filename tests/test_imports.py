@@ -111,6 +111,21 @@ def test_data_never_imports_nn():
     assert {m: v for m, v in bad.items() if v} == {}
 
 
+def test_no_upward_imports():
+    """Layers import only below them, lazy imports included: the parts never reach the trainer,
+    the builder never reaches the presets built on it, and benchmarks never reach the
+    reproductions (each of these once did, through a lazy import)."""
+    graph = _graph(module_level_only=False)
+    below_nn = {"tfamily.registry", "tfamily.hardware"}
+    bad = {m: sorted(n for n in _closure(graph, m) if not n.startswith("tfamily.nn") and n not in below_nn)
+           for m in graph if m.startswith("tfamily.nn")}
+    assert {m: v for m, v in bad.items() if v} == {}
+    assert "tfamily.members" not in _closure(graph, "tfamily.build")
+    assert {m: sorted(n for n in graph[m] if n.startswith("tfamily.repro"))
+            for m in graph if m.startswith("tfamily.bench") and any(n.startswith("tfamily.repro") for n in graph[m])} == {}
+    assert "tfamily.train.tasks" not in _closure(graph, "tfamily.train.task")
+
+
 @pytest.mark.parametrize("order", ["sorted", "reversed"])
 def test_every_module_imports_in_a_fresh_interpreter(order):
     names = sorted(MODULES) if order == "sorted" else sorted(MODULES, reverse=True)
