@@ -214,7 +214,7 @@ def _encoder_decoder(spec: Spec) -> nn.Module:
                           objective_, spec.dropout_at("embed"))
 
 
-# -- recurrent depths (issue 16): one torch.nn RNN/LSTM/GRU is the whole stack (nn/depth/recurrent.py);
+# -- recurrent depths: one torch.nn RNN/LSTM/GRU is the whole stack (nn/depth/recurrent.py);
 # as an encoder-decoder, its params choose how the decoder reads the encoder (models/rnn_encdec.py).
 RNN_OPTIONS = {"bidirectional": False, "alignment": "general", "attend": "luong", "input_feeding": True}
 

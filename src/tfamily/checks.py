@@ -82,7 +82,7 @@ def check_feedforward(spec: Spec) -> None:
 
 
 def check_recurrent(spec: Spec) -> None:
-    """Recurrent depths (RNN/LSTM/GRU as the whole stack, issue 16) and the choices they pair with."""
+    """Recurrent depths (RNN/LSTM/GRU as the whole stack) and the choices they pair with."""
     recurrent = DEPTHS.entry(spec.depth.name).info.get("recurrent", False)
     if recurrent != (spec.state.name == "rnn_hidden"):
         raise ValueError(f"depth {spec.depth.name!r} with state {spec.state.name!r}: a recurrent depth carries its "

@@ -80,7 +80,7 @@ def bert() -> dict:
                 depth={"n_layers": 12}, ff={"activation": "gelu"}, objective={"name": "masked_lm"})
 
 
-# -- sparse attention members (issue 4): patterns in nn/patterns, block-sparse kernels --------
+# -- sparse attention members: patterns in nn/patterns, block-sparse kernels in nn/kernels ------
 # The Sparse Transformer is two members, one per factorized pattern; the three ways to
 # combine its parts are pattern choices: params combine="heads" | "merged", or
 # pattern.per_layer = [A1, A2] to interleave by layer (see nn/patterns/factorized.py).
@@ -161,8 +161,8 @@ def reformer() -> dict:
                 ff={"d_ff": 2048, "activation": "gelu", "chunks": 4}, objective={"name": "causal_lm"})
 
 
-# -- recurrence and learned spans (issue 5): state axis nn/memory.py, nn/position/relative.py,
-# nn/adaptive_span.py. Train on contiguous streams (data.StreamBatches) with model.new_state().
+# -- recurrence and learned spans: state axis nn/state/memory.py, nn/position/relative.py,
+# nn/patterns/adaptive_span.py. Train on contiguous streams (data.StreamBatches) with model.new_state().
 
 @member("transformer_xl", "Dai et al. 2019, Transformer-XL: Attentive Language Models Beyond a "
                           "Fixed-Length Context")
@@ -191,7 +191,7 @@ def adaptive_span() -> dict:
     return spec
 
 
-# -- memory for reinforcement learning (issue 15): identity-map reordering and gates as
+# -- memory for reinforcement learning (Parisotto et al. 2019): identity-map reordering and gates as
 # residual choices (nn/residual/: IdentityMap and the gates); the rest is Transformer-XL's.
 
 _PARISOTTO = "Parisotto et al. 2019, Stabilizing Transformers for Reinforcement Learning"
@@ -224,7 +224,7 @@ def trxl_i() -> dict:
     return _rl_xl({"name": "identity_map"})
 
 
-# -- recurrence in depth (issue 14): nn/universal.py (shared block, t2t halting),
+# -- recurrence in depth: nn/depth/universal.py (shared block, t2t halting),
 # nn/position/coordinate.py (position + step, eq. 6-7). ACT on or off is the depth name.
 
 @member("universal_transformer", "Dehghani et al. 2019, Universal Transformers")
@@ -255,7 +255,7 @@ def universal_transformer_lm() -> dict:
                 objective={"name": "causal_lm"})
 
 
-# -- recurrent members (issue 16): the depth is one torch.nn RNN/LSTM/GRU (nn/recurrent.py) and
+# -- recurrent members: the depth is one torch.nn RNN/LSTM/GRU (nn/depth/recurrent.py) and
 # the state its hidden state, carried over contiguous streams (truncated BPTT). The Transformer
 # axes (pattern, kernel, heads, residual, feed-forward) have no part in them: the recurrence is
 # the only path between positions. As encoder-decoders, depth.params choose the attention

@@ -332,7 +332,7 @@ class Spec:
         return "; ".join(f"{p:g} on {', '.join(where)}" for p, where in rates.items()) or "none"
 
     def _recurrent_choices(self) -> dict[str, str]:
-        """A recurrent depth (RNN/LSTM/GRU, issue 16) has no attention pattern, kernel, heads,
+        """A recurrent depth (RNN/LSTM/GRU) has no attention pattern, kernel, heads,
         residual or feed-forward: the recurrence is the only path between positions. As an
         encoder-decoder its params say how the decoder reads the encoder."""
         p = self.depth.params

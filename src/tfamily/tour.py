@@ -117,7 +117,7 @@ CITATIONS: dict[str, str] = {
                   "so their keys and values are cached",
     "SegmentMemory": "Dai et al. 2019, section 3.2: h~ = [SG(h_{t}^{n-1}) o h_{t+1}^{n-1}], "
                      "mem_len layer inputs",
-    # recurrent members (issue 16): the recurrence is the depth and the only path between positions
+    # recurrent members: the recurrence is the depth and the only path between positions
     "NotUsed": "Elman 1990; Hochreiter & Schmidhuber 1997: a recurrent model carries everything between "
                "positions in its state, so it has no part on this attention axis",
     "RecurrentStack": "Elman 1990, h_t = f(W x_t + U h_{t-1}): a stack of recurrent layers, the state carried "
