@@ -1,4 +1,4 @@
-"""Kill-and-resume with a recurrent LM (member lstm_lm, nn/recurrent.py): its hidden state is
+"""Kill-and-resume with a recurrent LM (member lstm_lm, nn/depth/recurrent.py): its hidden state is
 carried across the batches of contiguous streams and checkpointed through the State protocol,
 so a run SIGKILLed between checkpoints resumes and repeats the uninterrupted run bit for bit."""
 from __future__ import annotations

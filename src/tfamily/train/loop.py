@@ -12,7 +12,7 @@ their size and the evaluation; ``autotune.py`` picks threads and precision;
 ``budget.py`` stops a timed run and refits its schedule; ``snapshot.py`` writes and
 restores the whole resumable state (exact: a resumed run repeats the uninterrupted
 run's losses bit for bit); the model's carried state goes through the State protocol
-(``nn/cache.py``). The loop never looks inside a batch or a state.
+(``nn/state/``). The loop never looks inside a batch or a state.
 """
 from __future__ import annotations
 
