@@ -4,7 +4,8 @@ same files DDP writes) resumes on another number of ranks with its weights and A
 bit for bit, continuing the uninterrupted run's losses.
 
 Run as a script under torchrun (``_resume_and_check``), this file resumes a run, compares the
-resumed, sharded state gathered back with the checkpoint's files, and trains on."""
+resumed, sharded state gathered back with the checkpoint's files, and trains on:
+``torchrun --standalone --nproc_per_node=1 tests/train/test_fsdp.py RUN 14 train.device=cuda``."""
 from __future__ import annotations
 
 import json
@@ -110,11 +111,12 @@ def _bytes(tensors: dict) -> dict:
     return {k: v.contiguous().view(-1).view(torch.uint8).numpy().tobytes() for k, v in tensors.items()}
 
 
-def _resume_and_check(run: str, max_steps: int) -> None:
+def _resume_and_check(run: str, max_steps: int, *overrides: str) -> None:
     from tfamily.train import distributed, loop
+    from tfamily.train.config import parse_overrides
     from tfamily.train.optim import flatten_optimizer
 
-    cfg = loop.resume_config(run, {"train.max_steps": max_steps})
+    cfg = loop.resume_config(run, {"train.max_steps": max_steps, **parse_overrides(list(overrides))})
     tr = loop.Trainer(cfg, resume=run)
     ck = tr.ckpt
     weights = distributed.full_weights(tr.model) if tr.dist.fsdp else checkpoint.model_tensors(tr.model)
@@ -135,4 +137,4 @@ def _resume_and_check(run: str, max_steps: int) -> None:
 
 
 if __name__ == "__main__":
-    _resume_and_check(sys.argv[1], int(sys.argv[2]))
+    _resume_and_check(sys.argv[1], int(sys.argv[2]), *sys.argv[3:])
