@@ -12,9 +12,9 @@ import tfamily
 from tfamily import build, members, registry
 from tfamily.models import EncoderDecoder, LanguageModel
 from tfamily.nn.feedforward import Chunked
+from tfamily.nn.heads import QKVProjection, SharedQKProjection
 from tfamily.nn.kernels import ReferenceKernel, SDPAKernel
 from tfamily.nn.patterns import Causal, Full
-from tfamily.nn.heads import QKVProjection, SharedQKProjection
 
 V = 13
 SMALL = dict(d_model=16, dropout=0.0, vocab_size=V, depth__n_layers=1, heads__n_heads=4, ff__d_ff=32)

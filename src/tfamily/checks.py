@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .nn.residual import check_gate_bias
 from .nn.patterns import resolve
+from .nn.residual import check_gate_bias
 from .registry import (ALIGNMENTS, CHECKS, DEPTHS, FEEDFORWARDS, KERNELS, OBJECTIVES, PATTERNS, POSITIONS,
                        RESIDUALS, STATES)
 

@@ -17,14 +17,14 @@ from torch import nn
 
 from .models import EncoderDecoder, LanguageModel, MLMHead
 from .models.rnn_encdec import RNNEncoderDecoder
-from .nn.patterns.adaptive_span import SoftPatternKernel
 from .nn.attention import Attention
 from .nn.block import Block
+from .nn.depth import RecurrentStack
 from .nn.feedforward import Chunked
+from .nn.patterns.adaptive_span import SoftPatternKernel
+from .nn.patterns.combine import Intersect, PerHead, Union
 from .nn.position import NoPosition
 from .nn.position.coordinate import Coordinate
-from .nn.depth import RecurrentStack
-from .nn.patterns.combine import Intersect, PerHead, Union
 from .spec import Spec
 
 CITATIONS: dict[str, str] = {

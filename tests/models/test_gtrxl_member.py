@@ -10,10 +10,10 @@ import torch.nn.functional as F
 
 from tfamily import cli, members
 from tfamily.build import build
-from tfamily.nn.residual import GRUGate
-from tfamily.nn.state import SegmentMemory
 from tfamily.nn.position import RelativePosition
+from tfamily.nn.residual import GRUGate
 from tfamily.nn.residual import IdentityMap
+from tfamily.nn.state import SegmentMemory
 
 SMALL = dict(vocab_size=40, d_model=32, heads={"n_heads": 4, "d_head": 8}, depth={"n_layers": 2},
              ff={"d_ff": 64})

@@ -9,8 +9,8 @@ from tfamily import members
 from tfamily.build import build
 from tfamily.models.generate import generate
 from tfamily.nn.patterns import AdaptiveSpan
-from tfamily.nn.state import SegmentMemory
 from tfamily.nn.position import RelativePosition
+from tfamily.nn.state import SegmentMemory
 
 SMALL = dict(vocab_size=40, d_model=32, dropout=0.0, heads={"n_heads": 4}, depth={"n_layers": 2},
              ff={"d_ff": 64})

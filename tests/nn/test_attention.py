@@ -9,10 +9,10 @@ from einops import rearrange
 from torch import nn
 
 from tfamily.nn.attention import Attention
-from tfamily.nn.state import KVCache
+from tfamily.nn.heads import QKVProjection
 from tfamily.nn.kernels import ReferenceKernel, SDPAKernel
 from tfamily.nn.patterns import Causal, Full
-from tfamily.nn.heads import QKVProjection
+from tfamily.nn.state import KVCache
 
 D, H, E = 32, 8, 4
 

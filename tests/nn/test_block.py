@@ -7,12 +7,12 @@ import torch
 
 from tfamily.nn.attention import Attention
 from tfamily.nn.block import Block
-from tfamily.nn.state import LayerState, new_state
 from tfamily.nn.feedforward import MLP
+from tfamily.nn.heads import QKVProjection
 from tfamily.nn.kernels import SDPAKernel
 from tfamily.nn.patterns import Causal, Full
-from tfamily.nn.heads import QKVProjection
 from tfamily.nn.residual import PostNorm, PreNorm
+from tfamily.nn.state import LayerState, new_state
 
 D = 16
 

@@ -9,10 +9,10 @@ from collections.abc import Callable
 
 from torch import Tensor, nn
 
-from ..nn.state import State, new_state
 from ..nn.depth import Depth
 from ..nn.dropout import maybe_dropout
 from ..nn.embedding import TokenEmbedding
+from ..nn.state import State, new_state
 from .hooks import aux_losses, run_after_step, run_set_progress, with_aux_losses
 
 

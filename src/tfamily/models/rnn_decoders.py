@@ -23,8 +23,8 @@ import torch
 from torch import Tensor, nn
 
 from ..nn.alignment import attend
-from ..nn.state import row_mask
 from ..nn.depth import Hidden, select_rows, top
+from ..nn.state import row_mask
 
 
 class DecoderState:

@@ -17,9 +17,9 @@ import torch
 from torch import Tensor, nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
+from ..nn.depth import Hidden, check_right_padding, select_rows
 from ..nn.dropout import maybe_dropout
 from ..nn.embedding import TokenEmbedding
-from ..nn.depth import Hidden, check_right_padding, select_rows
 from .hooks import aux_losses, run_after_step, with_aux_losses
 from .rnn_decoders import BahdanauDecoder, DecoderState, LuongDecoder
 

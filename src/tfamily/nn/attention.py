@@ -14,10 +14,10 @@ import torch
 from einops import rearrange
 from torch import Tensor, nn
 
-from .state import KVCache
 from .heads import Heads
 from .kernels import Kernel
 from .patterns import Pattern
+from .state import KVCache
 
 
 class AttentionPosition(Protocol):

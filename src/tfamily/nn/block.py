@@ -5,9 +5,9 @@ from __future__ import annotations
 from torch import Tensor, nn
 
 from .attention import Attention
-from .state import LayerState
 from .feedforward import FeedForward, own_padding
 from .residual import Residual
+from .state import LayerState
 
 
 class Block(nn.Module):

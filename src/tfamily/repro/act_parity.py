@@ -29,8 +29,8 @@ from pathlib import Path
 import torch
 from torch import Tensor, nn
 
-from ..nn.depth import ACT
 from ..bench.results import print_rows, write_rows
+from ..nn.depth import ACT
 
 
 def add_args(p) -> None:

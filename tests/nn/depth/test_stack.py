@@ -8,13 +8,13 @@ from torch import nn
 
 from tfamily.nn.attention import Attention
 from tfamily.nn.block import Block
-from tfamily.nn.state import new_state
 from tfamily.nn.depth import Stack
 from tfamily.nn.feedforward import MLP
+from tfamily.nn.heads import QKVProjection
 from tfamily.nn.kernels import SDPAKernel
 from tfamily.nn.patterns import Causal
-from tfamily.nn.heads import QKVProjection
 from tfamily.nn.residual import PreNorm
+from tfamily.nn.state import new_state
 
 D = 16
 

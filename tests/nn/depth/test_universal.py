@@ -13,15 +13,15 @@ from torch import nn
 from tfamily.models.hooks import AuxLoss, aux_losses
 from tfamily.nn.attention import Attention
 from tfamily.nn.block import Block
-from tfamily.nn.state import new_state
+from tfamily.nn.depth import HaltingUnit, Stack, Universal, UniversalACT
 from tfamily.nn.feedforward import MLP
+from tfamily.nn.heads import QKVProjection
 from tfamily.nn.kernels import SDPAKernel
 from tfamily.nn.patterns import Causal, Full
 from tfamily.nn.position import Sinusoidal, sinusoid_table
 from tfamily.nn.position.coordinate import Coordinate
-from tfamily.nn.heads import QKVProjection
 from tfamily.nn.residual import PostNorm
-from tfamily.nn.depth import HaltingUnit, Stack, Universal, UniversalACT
+from tfamily.nn.state import new_state
 
 D = 16
 

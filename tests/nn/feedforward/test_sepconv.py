@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from tfamily.nn.state import LayerState
 from tfamily.nn.feedforward import SepConvTransition, SeparableConv1d
+from tfamily.nn.state import LayerState
 from tfamily.registry import FEEDFORWARDS
 
 

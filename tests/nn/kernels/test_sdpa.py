@@ -7,8 +7,8 @@ import pytest
 import torch
 
 from tfamily.nn.kernels import KERNELS, ReferenceKernel, SDPAKernel
-from tfamily.nn.patterns import Causal, Full
 from tfamily.nn.kernels import fused_blocks
+from tfamily.nn.patterns import Causal, Full
 
 B, H, E = 2, 8, 16
 

@@ -7,10 +7,10 @@ import torch
 
 from tfamily.build import build
 from tfamily.nn.attention import Attention
+from tfamily.nn.heads import QKVProjection
 from tfamily.nn.kernels import ReferenceKernel, SDPAKernel
 from tfamily.nn.patterns import AdaptiveSpan, SlidingWindow, SoftPatternKernel
 from tfamily.nn.position import RelativePosition
-from tfamily.nn.heads import QKVProjection
 from tfamily.spec import Spec
 
 D, H, E = 32, 4, 8

@@ -8,12 +8,12 @@ import pytest
 import torch
 
 from tfamily.nn.attention import Attention
-from tfamily.nn.state import KVCache
+from tfamily.nn.heads import QKVProjection
 from tfamily.nn.kernels import ReferenceKernel, SDPAKernel
 from tfamily.nn.patterns import Causal, Full
 from tfamily.nn.position import POSITIONS, sinusoid_table
 from tfamily.nn.position.relative import RelativePosition, shift
-from tfamily.nn.heads import QKVProjection
+from tfamily.nn.state import KVCache
 
 
 def naive_scores(pos: RelativePosition, q, k, q_offset: int):

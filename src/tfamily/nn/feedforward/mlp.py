@@ -5,8 +5,8 @@ from __future__ import annotations
 from torch import Tensor, nn
 
 from ...registry import ACTIVATIONS, FEEDFORWARDS
-from ..state import LayerState
 from ..dropout import maybe_dropout
+from ..state import LayerState
 
 ACTIVATIONS.register("relu", nn.ReLU)
 ACTIVATIONS.register("gelu", nn.GELU)

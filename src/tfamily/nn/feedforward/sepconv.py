@@ -23,8 +23,8 @@ from einops import rearrange
 from torch import Tensor, nn
 
 from ...registry import ACTIVATIONS, FEEDFORWARDS
-from ..state import LayerState
 from ..dropout import maybe_dropout
+from ..state import LayerState
 
 
 class SeparableConv1d(nn.Module):
