@@ -14,7 +14,8 @@ import pytest
 
 from tfamily import cli, members
 
-AXES = {"pattern", "kernel", "position", "heads", "residual", "depth", "state", "feed_forward", "objective"}
+AXES = {"pattern", "kernel", "position", "heads", "residual", "depth", "state", "feed_forward", "objective",
+        "init", "dropout"}
 
 
 def test_members_json_lists_every_member(capsys):

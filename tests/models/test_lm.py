@@ -129,3 +129,16 @@ def test_key_padding_of_wrong_shape_or_dtype_is_refused():
         model(x, key_padding=torch.ones(2, 4, dtype=torch.bool))
     with pytest.raises(TypeError, match="float32"):
         model(x, key_padding=torch.ones(2, 5))
+
+
+@pytest.mark.parametrize("position,dropout", [("learned", 0.1), ("rotary", 0.0)])
+def test_compiled_gpt_loss_is_one_graph(position, dropout):
+    """``train.compile`` gets the whole loss as one graph: the CPU range checks of tokens and
+    targets, the attention-dropout path and rotary's table cache all stay traceable (a graph
+    break costs a host round trip per step on a GPU)."""
+    torch._dynamo.reset()
+    model = tfamily.build(members.gpt(d_model=32, vocab_size=11, dropout=dropout, depth=dict(n_layers=1),
+                                      heads=dict(n_heads=2), position=dict(name=position, max_len=64)))
+    x, y = torch.randint(0, 11, (2, 64)), torch.randint(0, 11, (2, 64))
+    explained = torch._dynamo.explain(lambda b: model.loss(b)[0])({"x": x, "y": y})
+    assert explained.graph_break_count == 0, [b.reason.splitlines()[0] for b in explained.break_reasons]

@@ -29,10 +29,10 @@ def check_tokens(tokens: Tensor, vocab_size: int) -> None:
     if tokens.numel() == 0:  # a mean over no positions is NaN, and nothing downstream says why
         raise ValueError(f"tokens have shape {tuple(tokens.shape)}: an empty batch or sequence; pass at "
                          f"least one row of at least one token")
-    if tokens.device.type != "cpu":
-        # Reading min/max back would stall the host on every forward; the device checks
-        # instead (an out-of-range id would otherwise fail inside the embedding's gather
-        # with no hint which id or table).
+    if tokens.device.type != "cpu" or torch.compiler.is_compiling():
+        # Reading min/max back would stall the host on every forward (and break a compiled or
+        # exported graph in two); the device checks instead (an out-of-range id would otherwise
+        # fail inside the embedding's gather with no hint which id or table).
         torch._assert_async(((tokens >= 0) & (tokens < vocab_size)).all(),
                             f"a token id is outside the vocabulary [0, {vocab_size - 1}]; "
                             f"raise vocab_size or fix the tokenizer")

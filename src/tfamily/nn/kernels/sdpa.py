@@ -29,7 +29,8 @@ class SDPAKernel:
             raise ValueError("kernel 'sdpa' cannot return attention weights; "
                              "use kernel='reference' to inspect them")
         n, m = q.shape[-2], k.shape[-2]
-        if dropout_p > 0 and bias is None and q.device.type == "cpu" and isinstance(pattern, (Causal, Full)):
+        if (dropout_p > 0 and bias is None and q.device.type == "cpu" and isinstance(pattern, (Causal, Full))
+                and not torch.compiler.is_compiling()):  # the compiled op and its planner are opaque to Dynamo
             out = _fused_dropout(q, k, v, pattern, q_offset, key_padding, dropout_p, scale)
             if out is not None:
                 return out, None

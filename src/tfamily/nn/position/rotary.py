@@ -51,6 +51,9 @@ class Rotary(nn.Module):
         # Training calls repeat one (start, n): the tables are computed once, not per call and
         # layer (a dozen small ops each; the demo's speed did not move measurably either way).
         # Plain attributes, never saved; inference mode is part of the key (its tensors stay in it).
+        # Compiled, the tables are part of the graph (Dynamo cannot trace the inference-mode query).
+        if torch.compiler.is_compiling():
+            return tables(start, n, self.d_head, self.base, x.device, x.dtype)
         key = (start, n, x.device, x.dtype, torch.is_inference_mode_enabled())
         if self._kept is None or self._kept[0] != key:
             self._kept = (key, tables(start, n, self.d_head, self.base, x.device, x.dtype))
