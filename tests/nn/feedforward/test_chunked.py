@@ -40,25 +40,12 @@ def test_checkpointed_pieces_replay_dropout():
         torch.testing.assert_close(a, b)
 
 
-def _saved_numel(ff, x) -> int:
-    total = 0
-
-    def pack(t):
-        nonlocal total
-        total += t.numel()
-        return t
-
-    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
-        ff(x)
-    return total
-
-
-def test_checkpointed_pieces_store_no_hidden_activations():
+def test_checkpointed_pieces_store_no_hidden_activations(saved_numel):
     ff = MLP(8, 64)
     x = torch.randn(2, 32, 8, requires_grad=True)
     hidden = 2 * 32 * 64
-    assert _saved_numel(Chunked(ff, 4, checkpoint=False), x) >= hidden
-    assert _saved_numel(Chunked(ff, 4, checkpoint=True), x) < hidden / 4
+    assert saved_numel(Chunked(ff, 4, checkpoint=False), x) >= hidden
+    assert saved_numel(Chunked(ff, 4, checkpoint=True), x) < hidden / 4
 
 
 @pytest.mark.parametrize("chunks, error, match", [
