@@ -215,6 +215,11 @@ def plot(rows: list[dict], models: list[str], path: Path) -> None:
         mean_t = [statistics.fmean(r["train_s"] for r in rows if r["model"] == m and r["step"] == s) for s in steps]
         axes[0].plot(steps, mean_val, marker="o", label=m)
         axes[1].plot(mean_t, mean_val, marker="o", label=m)
+    # The step-0 loss (about ln V) would squash the curves that matter: start the axis at the first evaluation.
+    later = [r["val_loss"] for r in rows if r["step"] > 0]
+    if later:
+        for ax in axes:
+            ax.set_ylim(min(later) - 0.02, max(later) + 0.02)
     axes[0].set(xlabel="step", ylabel="validation loss (nats/char), mean over seeds", title="equal steps")
     axes[1].set(xlabel="training seconds (evaluation excluded)", title="equal time")
     for ax in axes:
