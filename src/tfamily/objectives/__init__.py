@@ -4,7 +4,9 @@ Each objective registers in ``registry.OBJECTIVES`` (in ``build.py``) with the m
 it trains; an objective that reserves ids past the data's vocabulary ([MASK], T5's
 sentinels) declares how many with ``extra_tokens`` (``ReservesIds``).
 """
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
+
+from torch import Tensor, nn
 
 from ..registry import OBJECTIVES
 from .alrfou import AuxiliaryLosses
@@ -13,10 +15,19 @@ from .mlm import MaskedLM
 from .span import SpanCorruption
 
 
+class Objective(Protocol):
+    """What a model's ``loss(batch)`` calls: the loss to minimise and the metrics to report
+    (detached tensors or numbers, by name). The objective reads the batch's fields and runs the
+    model's forward as it needs (a masked LM masks first, seq2seq feeds the decoder its shifted
+    targets), so the trainer never looks inside a batch."""
+
+    def __call__(self, model: nn.Module, batch: dict[str, Any]) -> tuple[Tensor, dict[str, Any]]: ...
+
+
 @runtime_checkable
 class ReservesIds(Protocol):
     extra_tokens: int  # embedding rows past the data's vocabulary the model must add
 
 
-__all__ = ["OBJECTIVES", "AuxiliaryLosses", "CausalLM", "MaskedLM", "ReservesIds", "Seq2Seq", "SpanCorruption",
+__all__ = ["OBJECTIVES", "Objective", "AuxiliaryLosses", "CausalLM", "MaskedLM", "ReservesIds", "Seq2Seq", "SpanCorruption",
            "token_loss"]
