@@ -142,3 +142,17 @@ def test_compiled_gpt_loss_is_one_graph(position, dropout):
     x, y = torch.randint(0, 11, (2, 64)), torch.randint(0, 11, (2, 64))
     explained = torch._dynamo.explain(lambda b: model.loss(b)[0])({"x": x, "y": y})
     assert explained.graph_break_count == 0, [b.reason.splitlines()[0] for b in explained.break_reasons]
+
+
+def test_gpt_exports_with_torch_export_and_keeps_its_token_check():
+    """``torch.export`` traces the whole forward (the token range check runs on the device while
+    tracing), the exported program computes the same logits, and an out-of-range id still fails."""
+    model = tfamily.build(members.gpt(d_model=32, vocab_size=11, depth=dict(n_layers=1), heads=dict(n_heads=2),
+                                      position=dict(max_len=16))).eval()
+    x = torch.randint(0, 11, (2, 16))
+    program = torch.export.export(model, (x,))
+    torch.testing.assert_close(program.module()(x), model(x))
+    bad = x.clone()
+    bad[0, 3] = 11
+    with pytest.raises(RuntimeError, match="outside the vocabulary"):
+        program.module()(bad)
