@@ -159,7 +159,8 @@ def _per_call(spec: Spec, layers: nn.Module) -> None:
 # name -> constructor(spec, stack) -> new_state(**kw) | None (the model's KV cache per layer).
 STATES.register("none", _per_call, needs=("spec", "layers"))
 STATES.register("kv_cache", _per_call, needs=("spec", "layers"))
-STATES.register("xl_memory", _xl_memory, needs=("spec", "layers"))
+# carried: the state crosses segments, so the trainer streams contiguous segments for it (train/resolve.py).
+STATES.register("xl_memory", _xl_memory, needs=("spec", "layers"), carried=True)
 
 # models: the model kinds an objective trains; the spec refuses other pairs.
 OBJECTIVES.register("causal_lm", lambda: CausalLM(), models=("decoder",))
@@ -230,7 +231,7 @@ def _recurrent(cell: str) -> Callable[..., nn.Module]:
 
 for _cell in CELLS:
     DEPTHS.register(_cell, _recurrent(_cell), needs=("spec", "n_layers"), recurrent=True)
-STATES.register("rnn_hidden", lambda spec, layers: layers.new_state, needs=("spec", "layers"))
+STATES.register("rnn_hidden", lambda spec, layers: layers.new_state, needs=("spec", "layers"), carried=True)
 
 
 def _rnn_encoder_decoder(spec: Spec) -> nn.Module:

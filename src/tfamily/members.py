@@ -3,9 +3,15 @@
 ``tfamily.members.<name>(**overrides)`` returns a ``Spec``; overrides are top-level
 fields (``d_model=128``), partial axis dicts (``heads=dict(n_kv_heads=2)``) or
 ``axis__field`` keys (``heads__n_kv_heads=2``).
+
+A sparse member's sizes are its paper's, chosen for that paper's context. ``at_context(spec, seq_len)``
+is the member's one rule for a shorter context (its docstring says which): the overrides that keep
+the pattern sparse there. The trainer applies it once ``data.seq_len`` is known
+(``train/resolve.py``); a value the user sets wins.
 """
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -18,18 +24,19 @@ class Member:
     name: str
     paper: str
     make: Callable[..., Spec]
+    at_context: Callable[[dict, int], dict] | None = None  # (preset dict, seq_len) -> overrides
 
 
 REGISTRY: dict[str, Member] = {}
 
 
-def member(name: str, paper: str):
+def member(name: str, paper: str, at_context: Callable[[dict, int], dict] | None = None):
     def register(fn: Callable[[], dict]) -> Callable[..., Spec]:
         def make(**overrides) -> Spec:
             spec = Spec.from_dict({"member": name, "paper": paper, **fn()})
             return spec.replace(**overrides) if overrides else spec
         make.__name__, make.__doc__ = name, f"{paper}\n\n{fn.__doc__ or ''}"
-        REGISTRY[name] = Member(name, paper, make)
+        REGISTRY[name] = Member(name, paper, make, at_context)
         MEMBERS.register(name, make, paper=paper)
         return make
     return register
@@ -85,6 +92,62 @@ def bert() -> dict:
 # combine its parts are pattern choices: params combine="heads" | "merged", or
 # pattern.per_layer = [A1, A2] to interleave by layer (see nn/patterns/factorized.py).
 
+def _halved(sizes: dict, fits: Callable[[dict], bool]) -> dict:
+    """``sizes`` halved together (rounding up, so 0 stays 0 and 1 stays 1) until ``fits``
+    them: the ratios between them, which the paper chose, stay."""
+    while not fits(sizes) and any(v > 1 for v in sizes.values()):
+        sizes = {k: (v + 1) // 2 for k, v in sizes.items()}
+    return sizes
+
+
+def _stride_at(spec: dict, seq_len: int) -> dict:
+    # Child et al. 2019, section 4.1: the stride l is chosen close to sqrt(n) (128 = sqrt(16384)).
+    p = spec["pattern"]["params"]
+    return {"pattern": {"params": {"stride": min(p["stride"], max(2, round(math.sqrt(seq_len))))}}}
+
+
+def _fixed_at(spec: dict, seq_len: int) -> dict:
+    # The block l is the power of two nearest sqrt(n), as the paper's l = 128 is for n = 12288 (section
+    # 7.3); the summary c keeps its share of l (32 of 128).
+    p = spec["pattern"]["params"]
+    block = min(p["block"], 2 ** max(1, round(math.log2(seq_len) / 2)))
+    return {"pattern": {"params": {"block": block, "summary": max(1, block * p["summary"] // p["block"])}}}
+
+
+def _windows_at(spec: dict, seq_len: int) -> dict:
+    # Beltagy et al. 2020, section 4.2: the staged training grows the window with the sequence length.
+    layers = spec["pattern"]["per_layer"]
+    sizes = _halved({"all": spec["pattern"]["params"]["window"],
+                     **{i: p["params"]["window"] for i, p in enumerate(layers)}},
+                    lambda s: max(s.values()) <= seq_len // 2)
+    per_layer = [{**p, "params": {**p["params"], "window": sizes[i]}} for i, p in enumerate(layers)]
+    return {"pattern": {"params": {"window": sizes["all"]}, "per_layer": per_layer}}
+
+
+def _blocks_at(spec: dict, seq_len: int) -> dict:
+    # Zaheer et al. 2020, section 2: a query sees 8 blocks (3 window, 2 global, 3 random); with at
+    # least 16 blocks in the context those are at most half of them.
+    block = spec["pattern"]["params"]["block"]
+    return {"pattern": {"params": _halved({"block": block}, lambda s: 16 * s["block"] <= seq_len)}}
+
+
+def _query_blocks_at(block: tuple[str, ...], flange: tuple[str, ...]) -> Callable[[dict, int], dict]:
+    # Parmar et al. 2018, section 3.2: the query block and its memory flange halve together until
+    # the context holds at least 4 query blocks.
+    def rule(spec: dict, seq_len: int) -> dict:
+        p = spec["pattern"]["params"]
+        fits = lambda s: 4 * math.prod(s[k] for k in block) <= seq_len  # noqa: E731
+        return {"pattern": {"params": _halved({k: p[k] for k in block + flange}, fits)}}
+    return rule
+
+
+def _buckets_at(spec: dict, seq_len: int) -> dict:
+    # Kitaev et al. 2020, section 2: about L / bucket_size buckets per round (the chunk is as long);
+    # with at least 8, one round lets a query see at most about an eighth of the keys.
+    size = spec["kernel"]["params"]["bucket_size"]
+    return {"kernel": {"params": _halved({"bucket_size": size}, lambda s: 8 * s["bucket_size"] <= seq_len)}}
+
+
 def _sparse_decoder(pattern: dict, d_model: int, n_heads: int, n_layers: int, max_len: int) -> dict:
     return dict(model="decoder", d_model=d_model, dropout=0.1, pattern=pattern,
                 kernel={"name": "blocksparse"}, position={"name": "learned", "max_len": max_len},
@@ -93,27 +156,31 @@ def _sparse_decoder(pattern: dict, d_model: int, n_heads: int, n_layers: int, ma
 
 
 @member("sparse_transformer_strided",
-        "Child et al. 2019, Generating Long Sequences with Sparse Transformers (strided)")
+        "Child et al. 2019, Generating Long Sequences with Sparse Transformers (strided)", _stride_at)
 def sparse_transformer_strided() -> dict:
     """Strided factorized attention, A1 and A2 on alternating heads (eq. 5); the paper's
-    image setting (stride = image width). Pre-norm, GELU, learned positions."""
+    image setting (stride = image width). Pre-norm, GELU, learned positions. At a shorter
+    context the stride is round(sqrt(seq_len)) (section 4.1: l close to sqrt(n)), so at 64 it is 8."""
     return _sparse_decoder({"name": "strided", "params": {"stride": 128, "combine": "heads"}},
                            512, 8, 12, 16384)
 
 
 @member("sparse_transformer_fixed",
-        "Child et al. 2019, Generating Long Sequences with Sparse Transformers (fixed)")
+        "Child et al. 2019, Generating Long Sequences with Sparse Transformers (fixed)", _fixed_at)
 def sparse_transformer_fixed() -> dict:
     """Fixed factorized attention (l = 128, c = 32, section 7.3's enwik8 setting), A1 and A2
-    on alternating heads; 30 layers of d 512 as in the paper's enwik8 model."""
+    on alternating heads; 30 layers of d 512 as in the paper's enwik8 model. At a shorter
+    context l is the power of two nearest sqrt(seq_len) and c = l / 4 (l = 8, c = 2 at 64)."""
     return _sparse_decoder({"name": "fixed", "params": {"block": 128, "summary": 32, "combine": "heads"}},
                            512, 8, 30, 12288)
 
 
-@member("longformer", "Beltagy et al. 2020, Longformer: The Long-Document Transformer")
+@member("longformer", "Beltagy et al. 2020, Longformer: The Long-Document Transformer", _windows_at)
 def longformer() -> dict:
     """Autoregressive character LM of section 4: sliding windows growing with depth (from
-    32 in the first layer to 512 in the last) plus one global token; 12 layers, d 512."""
+    32 in the first layer to 512 in the last) plus one global token; 12 layers, d 512. At a
+    context under 1024 all windows halve together until the largest is at most half of it
+    (section 4.2 grows the window with the sequence length): 2 to 32 at 64."""
     windows = [32 * 2 ** (4 * i // 11) for i in range(12)]
     per_layer = [{"name": "longformer", "params": {"window": w, "n_global": 1}} for w in windows]
     spec = _sparse_decoder({"name": "longformer", "params": {"window": 256, "n_global": 1}},
@@ -122,37 +189,45 @@ def longformer() -> dict:
     return spec
 
 
-@member("bigbird", "Zaheer et al. 2020, Big Bird: Transformers for Longer Sequences")
+@member("bigbird", "Zaheer et al. 2020, Big Bird: Transformers for Longer Sequences", _blocks_at)
 def bigbird() -> dict:
     """Global + sliding window + random blocks (blocks of 64: 3-block window, 2 global
-    blocks, 3 random blocks per head and layer), as a causal decoder; BERT-base shape."""
+    blocks, 3 random blocks per head and layer), as a causal decoder; BERT-base shape. At a
+    context under 16 blocks the block halves until there are 16 (blocks of 4 at 64), so the 8
+    blocks a query sees stay at most half of them."""
     return _sparse_decoder({"name": "bigbird", "params": {"block": 64, "n_random": 3}},
                            768, 12, 12, 4096)
 
 
-@member("image_transformer_1d", "Parmar et al. 2018, Image Transformer (local 1D)")
+@member("image_transformer_1d", "Parmar et al. 2018, Image Transformer (local 1D)",
+        _query_blocks_at(("block",), ("memory",)))
 def image_transformer_1d() -> dict:
     """Pixel decoder with 1D local attention: query blocks of 256, 256 positions of memory
-    (section 3.2); sequences are images in raster order, vocabulary = 256 intensities."""
+    (section 3.2); sequences are images in raster order, vocabulary = 256 intensities. At a
+    context under 4 query blocks, block and memory halve together until it holds 4 (16 at 64)."""
     return dict(_sparse_decoder({"name": "local_1d", "params": {"block": 256, "memory": 256}},
                                 512, 8, 12, 3072), vocab_size=256, tie_embeddings=False)
 
 
-@member("image_transformer_2d", "Parmar et al. 2018, Image Transformer (local 2D)")
+@member("image_transformer_2d", "Parmar et al. 2018, Image Transformer (local 2D)",
+        _query_blocks_at(("block_h", "block_w"), ("memory_h", "memory_w")))
 def image_transformer_2d() -> dict:
     """Pixel decoder with 2D local attention over 32 x 96 images (CIFAR, channels side by
     side): query blocks of 8 x 32 with a flange of 8 rows above and 16 columns each side
-    (section 4), sequence in block-raster order (``patterns.to_block_raster``)."""
+    (section 4), sequence in block-raster order (``patterns.to_block_raster``). At a context
+    under 4 query blocks, the block and its flange halve together until it holds 4 (2 x 8
+    with flanges 2 and 4 at 64)."""
     params = {"width": 96, "block_h": 8, "block_w": 32, "memory_h": 8, "memory_w": 16}
     return dict(_sparse_decoder({"name": "local_2d", "params": params}, 512, 8, 12, 3072),
                 vocab_size=256, tie_embeddings=False)
 
 
-@member("reformer", "Kitaev et al. 2020, Reformer: The Efficient Transformer")
+@member("reformer", "Kitaev et al. 2020, Reformer: The Efficient Transformer", _buckets_at)
 def reformer() -> dict:
     """Causal LM: shared-QK LSH attention (4 rounds, buckets of 64), reversible pre-norm
     layers and a feed-forward chunked in 4 along the sequence; sinusoidal positions so
-    any length runs (the paper's axial embeddings are a position choice, not used here)."""
+    any length runs (the paper's axial embeddings are a position choice, not used here). At a
+    context under 8 buckets the bucket (and chunk) halves until there are 8 (8 at 64)."""
     return dict(model="decoder", d_model=512, dropout=0.1,
                 pattern={"name": "causal"},
                 kernel={"name": "lsh", "params": {"n_hashes": 4, "bucket_size": 64}},
@@ -162,7 +237,8 @@ def reformer() -> dict:
 
 
 # -- recurrence and learned spans: state axis nn/state/memory.py, nn/position/relative.py,
-# nn/patterns/adaptive_span.py. Train on contiguous streams (data.StreamBatches) with model.new_state().
+# nn/patterns/adaptive_span.py. A carried state makes `tfamily train` and `eval` stream contiguous segments
+# (data.StreamBatches) by default; data.stream=false trains on random windows, with a note at start.
 
 @member("transformer_xl", "Dai et al. 2019, Transformer-XL: Attentive Language Models Beyond a "
                           "Fixed-Length Context")
@@ -256,7 +332,7 @@ def universal_transformer_lm() -> dict:
 
 
 # -- recurrent members: the depth is one torch.nn RNN/LSTM/GRU (nn/depth/recurrent.py) and
-# the state its hidden state, carried over contiguous streams (truncated BPTT). The Transformer
+# the state its hidden state, carried over contiguous streams (truncated BPTT) by default. The Transformer
 # axes (pattern, kernel, heads, residual, feed-forward) have no part in them: the recurrence is
 # the only path between positions. As encoder-decoders, depth.params choose the attention
 # (models/rnn_encdec.py): alignment none|dot|general|concat|additive|scaled_dot, attend

@@ -44,7 +44,8 @@ class DataConfig:
     task: str | None = None           # a synthetic task (tfamily.data.TASKS) or reverse_dictionary; replaces corpus
     task_params: dict = field(default_factory=dict)
     seq_len: int = 256                # text only; a task fixes its own length
-    stream: bool = False              # contiguous streams (memory models carry state across batches)
+    stream: bool | None = None        # contiguous streams that carry the model's state across batches;
+                                      # None: when the member's state is carried (XL memory, RNN hidden)
     download: bool = False            # fetch a missing downloadable corpus (needs network)
     eval_split: str = "val"
 
@@ -206,9 +207,10 @@ def validate(cfg: Config) -> None:
         raise ValueError(f"data.eval_split={d.eval_split!r} is not valid; valid: val, test")
     if not isinstance(d.task_params, dict):
         raise ValueError(f"data.task_params must be a mapping, got {d.task_params!r}")
-    for name in ("stream", "download"):
-        if not isinstance(getattr(d, name), bool):
-            raise ValueError(f"data.{name} must be true or false, got {getattr(d, name)!r}")
+    if d.stream is not None and not isinstance(d.stream, bool):
+        raise ValueError(f"data.stream must be true or false (or null: the member decides), got {d.stream!r}")
+    if not isinstance(d.download, bool):
+        raise ValueError(f"data.download must be true or false, got {d.download!r}")
 
 
 _UNITS = {"": 1.0, "s": 1.0, "m": 60.0, "h": 3600.0}

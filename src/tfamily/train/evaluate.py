@@ -42,8 +42,8 @@ def evaluate(model: nn.Module, batches: Iterable[dict], *, device: torch.device,
     model.eval()
     state = carried_state(model, carries, **({} if mem_len is None else {"mem_len": mem_len}))
     if mem_len is not None and state is None:
-        raise ValueError("--mem-len needs a memory model trained on streams (data.stream: true, "
-                         "model.state.name: xl_memory); this checkpoint carries no memory")
+        raise ValueError("--mem-len needs a memory model trained on contiguous streams (model.state.name: "
+                         "xl_memory, with data.stream unset or true); this checkpoint carries no memory")
     loss_sum = correct = tokens = 0.0
     try:
         for batch in batches:

@@ -18,9 +18,11 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import dataclasses
 import json
 import math
 import random
+import sys
 import time
 from collections import deque
 from pathlib import Path
@@ -34,7 +36,7 @@ from ..build import build
 from ..models.hooks import AfterStep, SeesProgress
 from ..sizes import check_fits
 from ..spec import Spec
-from . import autotune, checkpoint, distributed, rundir, snapshot
+from . import autotune, checkpoint, distributed, resolve, rundir, snapshot
 from .budget import Budget
 from .config import Config, apply_overrides, deep_merge, dump, from_dict, parse_duration
 from .device import autocast, grad_scaler, resolve_precision
@@ -79,9 +81,10 @@ def member_dict(cfg: Config) -> dict:
     return d
 
 
-def make_spec(cfg: Config, vocab_size: int, seq_len: int) -> Spec:
-    """The member's spec with the config's ``model`` overrides, sized to the task's vocabulary."""
-    d = member_dict(cfg)
+def make_spec(cfg: Config, vocab_size: int, seq_len: int) -> tuple[Spec, str | None]:
+    """The member's spec with the config's ``model`` overrides, sized to the task's vocabulary
+    and fitted to its context (``resolve.at_context``), and the note saying what that changed."""
+    d, scaled = resolve.at_context(cfg, member_dict(cfg), seq_len)
     if "vocab_size" not in cfg.model:
         d["vocab_size"] = vocab_size
     elif not isinstance(d["vocab_size"], int) or d["vocab_size"] < vocab_size:
@@ -91,7 +94,7 @@ def make_spec(cfg: Config, vocab_size: int, seq_len: int) -> Spec:
     if spec.position.name == "learned" and spec.position.max_len < seq_len:
         raise ValueError(f"model.position.max_len={spec.position.max_len} is shorter than the sequence length "
                          f"{seq_len}; set model.position.max_len >= {seq_len} or lower data.seq_len")
-    return spec
+    return spec, scaled
 
 
 def param_count(model: nn.Module) -> int:
@@ -105,7 +108,8 @@ class Trainer:
         checkpoint's config (see ``resume_config``), and the spec must match it.
         ``task``: the work (default: the one ``cfg.data`` names); ``spec``: the model (default:
         ``cfg.member`` with ``cfg.model``, sized to the task); ``model``: an already built model
-        with ``loss(batch)`` (a model outside the family, e.g. in a test), instead of a spec."""
+        with ``loss(batch)`` (a model outside the family, e.g. in a test), instead of a spec. The member
+        decides what the config leaves open (``resolve.py``): ``data.stream`` and sizes fitted to the context."""
         t = cfg.train
         self.dist = d = distributed.setup(t.device, t.parallel)
         if isinstance(t.threads, int):
@@ -118,18 +122,30 @@ class Trainer:
         if data_dir is None and self.ckpt is not None:
             data_dir = self.ckpt.meta.get("data_dir")  # a resumed run reads the data it ran on
         self.data_dir = str(Path(data_dir).expanduser().resolve()) if data_dir is not None else None
-        self.cfg = cfg
         seed_all(t.seed)
+        self.notes: list[str] = []  # one line each, printed at start (resolve.py)
         if task is None:
-            objective = None if model is not None or spec is not None else member_dict(cfg)["objective"]["name"]
+            spec_dict = spec.to_dict() if spec is not None else member_dict(cfg) if model is None else None
+            if spec_dict is not None:  # a member whose state crosses segments streams by default
+                streams, note = resolve.stream(cfg, spec_dict)
+                cfg = dataclasses.replace(cfg, data=dataclasses.replace(cfg.data, stream=streams))
+                self.notes += [note] if note else []
+            objective = spec_dict["objective"]["name"] if model is None and spec is None else None
             task = make_task(cfg.data, t.batch_size // d.world_size, seed=t.seed, rank=d.rank,
                              world_size=d.world_size, data_dir=data_dir, objective=objective)
-        self.task = task
+        self.cfg, self.task = cfg, task
         if model is None:
-            self.spec = spec if spec is not None else make_spec(cfg, task.vocab_size, task.seq_len)
+            if spec is None:
+                spec, note = make_spec(cfg, task.vocab_size, task.seq_len)
+                self.notes += [note] if note else []
+            self.spec = spec
             # Refuse sizes the machine cannot hold before allocating any of them.
             check_fits(self.spec, batch=t.batch_size // d.world_size, seq_len=task.seq_len, training=True,
                        device=self.device)
+            self.notes += [n for n in [resolve.dense_note(spec, task.seq_len)] if n]
+            if d.main:
+                for note in self.notes:
+                    print(f"note: {note}", file=sys.stderr, flush=True)
             model = build(self.spec)
         else:
             self.spec = None
@@ -374,7 +390,7 @@ class Trainer:
                   "tokens_per_s": (self.tokens - start_tokens) / max(train_s, 1e-9),
                   "train_loss": self.train_loss, "val_loss": e["loss"], "val_bpc": e.get("bpc"), **extra,
                   "val_ppl": e["ppl"], "val_acc": e["acc"], "stopped": stopped, "precision": self.precision,
-                  "skipped_steps": self.skipped,
+                  "skipped_steps": self.skipped, "notes": self.notes,
                   "device": str(self.device), "threads": torch.get_num_threads(), "world_size": d.world_size,
                   "run_dir": str(self.run_dir), "checkpoint": str(self.last_ckpt) if self.last_ckpt else None,
                   # Validation against training seconds (evaluation time excluded), this process's evaluations.

@@ -17,6 +17,7 @@ from . import checkpoint
 from .config import from_dict
 from .device import resolve_device, resolve_precision
 from .evaluate import evaluate
+from .resolve import stream
 from .tasks import make_task
 
 
@@ -83,6 +84,8 @@ def evaluate_trained(tr: Trained, *, split: str = "val", max_tokens: int | None 
     data_dir = data_dir if data_dir is not None else tr.meta.get("data_dir")
     cfg.data.eval_split = split
     cfg.data.download = False
+    if cfg.data.stream is None:  # a config written without the trainer: the member decides, as in training
+        cfg.data.stream, _ = stream(cfg, tr.spec.to_dict())
     dev = next(tr.model.parameters()).device
     task = make_task(cfg.data, cfg.train.batch_size, seed=cfg.train.seed, data_dir=data_dir, vocab=tr.vocab,
                      objective=tr.spec.objective.name)

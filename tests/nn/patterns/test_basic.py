@@ -30,3 +30,15 @@ def test_protocol_and_registry():
         p = ctor()
         assert isinstance(p, Pattern) and p.name == name
     assert Causal().causal and not Full().causal
+
+
+def test_density_counts_what_the_dense_mask_keeps():
+    from tfamily.nn.patterns import SlidingWindow, bigbird, density
+    assert density(Causal(), 50) == 1.0 and density(Full(), 50) == 1.0
+    for p, n, heads in ((SlidingWindow(4), 40, 1), (bigbird(block=4, n_random=1), 48, 3),
+                        (SlidingWindow(8, causal=False), 30, 1)):
+        m = dense_mask(p, n, n, n_heads=heads)
+        scores = n * (n + 1) / 2 if p.causal else n * n
+        assert abs(density(p, n, n_heads=heads, rows=n) - float(m.sum()) / (scores * heads)) < 1e-12
+    # Sampled rows: the window keeps about 4 of the i + 1 keys before a query.
+    assert 0.0 < density(SlidingWindow(4), 4096, rows=16) < 0.01

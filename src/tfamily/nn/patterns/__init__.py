@@ -5,7 +5,7 @@ so the builder makes it with the head shape and it registers beside its code."""
 from ...registry import PATTERNS
 from .adaptive_span import AdaptiveSpan, SoftPatternKernel
 from .base import (BlockCandidates, HeadDependent, Order, Pattern, Reordered, SoftPattern, candidates,
-                   dense_mask, is_per_head, key_order, query_order)
+                   dense_mask, density, is_per_head, key_order, query_order)
 from .basic import Causal, Full
 
 from .bigbird import RandomBlocks, bigbird, longformer
@@ -66,7 +66,7 @@ for _name, _make in {
     PATTERNS.register(_name, _make)
 
 __all__ = ["Pattern", "BlockCandidates", "Reordered", "HeadDependent", "SoftPattern", "Order",
-           "candidates", "is_per_head", "query_order", "key_order", "dense_mask", "Full", "Causal",
+           "candidates", "is_per_head", "query_order", "key_order", "dense_mask", "density", "Full", "Causal",
            "PATTERNS", "resolve",
            "SlidingWindow", "GlobalTokens", "Local1D", "Local2D",
            "StridedColumns", "FixedBlock", "FixedSummary", "strided", "fixed", "factorized",

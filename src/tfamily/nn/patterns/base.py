@@ -122,3 +122,21 @@ def dense_mask(pattern: Pattern, n: int, m: int, *, n_heads: int = 1, q_offset: 
     kv = torch.arange(m, device=device).view(1, 1, -1)
     out = pattern.mask_mod(b, h, q, kv)
     return out.expand(n_heads, n, m)
+
+
+def density(pattern: Pattern, n: int, *, n_heads: int = 1, rows: int = 64) -> float:
+    """The fraction of the score entries a query may use that ``pattern`` keeps at length
+    ``n``, averaged over heads: over keys j <= i for a causal pattern, over all keys otherwise.
+    1.0 means the pattern is plain causal (or full) attention at this length. Up to ``rows``
+    evenly spaced query rows are counted (every row when n <= rows), in tiles of 8 rows and
+    65536 keys, so no n x n tensor is formed."""
+    check_int("density", "n", n)
+    q_all = torch.linspace(0, n - 1, min(n, rows)).round().long().unique()
+    b, h = torch.zeros((), dtype=torch.long), torch.arange(n_heads).view(-1, 1, 1)
+    kept = 0
+    for q in q_all.split(8):
+        for kv in torch.arange(n).split(65536):
+            allowed = pattern.mask_mod(b, h, q.view(1, -1, 1), kv.view(1, 1, -1))
+            kept += int(allowed.expand(n_heads, len(q), len(kv)).sum())
+    seen = int((q_all + 1).sum()) if pattern.causal else len(q_all) * n
+    return kept / (seen * n_heads)

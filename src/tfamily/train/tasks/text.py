@@ -26,15 +26,15 @@ class TextTask:
         corpus = load_corpus(cfg.corpus, data_dir, vocab=vocab if vocab is not None else cfg.vocab,
                              download=cfg.download)
         self.name, self.vocab, self.vocab_size = corpus.name, corpus.vocab, corpus.vocab.size
-        self.seq_len, self.stream = cfg.seq_len, cfg.stream
-        self.carries_state = cfg.stream
+        self.seq_len, self.stream = cfg.seq_len, bool(cfg.stream)  # None: windows (the trainer asks the member first)
+        self.carries_state = self.stream
         self.rank, self.world_size = rank, world_size
         self.eval_data = corpus.split(cfg.eval_split)
         if len(self.eval_data) < cfg.seq_len + 1:  # found now, not after training
             raise ValueError(f"the {cfg.eval_split} split of {corpus.name} has {len(self.eval_data)} tokens, fewer "
                              f"than data.seq_len + 1 = {cfg.seq_len + 1} that one evaluation window needs; lower "
                              f"data.seq_len or use a longer corpus")
-        if cfg.stream:
+        if self.stream:
             self.train = StreamBatches(corpus.train, cfg.seq_len, batch_size, rank=rank, world_size=world_size)
         else:
             self.train = RandomWindows(corpus.train, cfg.seq_len, batch_size, seed=seed, rank=rank,

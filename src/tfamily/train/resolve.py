@@ -1,0 +1,120 @@
+"""A member's defaults in a given run: what its paper's mechanism needs from the data, decided
+once at start, with one line for each decision that changes what the member does.
+
+- Streams. A member whose state crosses segments (XL memory, Dai et al. 2019, section 3.2; an
+  RNN's hidden state under truncated backpropagation, Williams & Peng 1990) trains and evaluates
+  on contiguous streams, so that row r of batch t + 1 continues row r of batch t and the state
+  holds the text before the segment: that is what ``data.stream`` unset (null) means for it.
+  ``data.stream=false`` is kept, with a note that it empties the state on every batch.
+- Context. A sparse member's sizes are its paper's, chosen for its paper's context; at a shorter
+  ``data.seq_len`` they can cover the whole sequence, and the pattern is then plain attention.
+  The member's own rule (``members.Member.at_context``, stated in its docstring) scales them to
+  the run's context; a value the user sets under ``model`` wins.
+- A pattern that is still dense at the run's context (sizes the user chose, a pattern without a
+  rule) is named in one line.
+"""
+from __future__ import annotations
+
+import copy
+
+from .. import members
+from ..build import pattern
+from ..nn.patterns import Causal, Full, SoftPattern, density
+from ..registry import STATES
+from ..spec import Spec
+from .config import Config
+
+_MISSING = object()
+
+
+def carries_state(d: dict) -> bool:
+    """Whether the spec ``d`` (a dict) has a state that crosses segments (``carried`` in STATES)."""
+    return bool(STATES.entry(d["state"]["name"]).info.get("carried"))
+
+
+def stream(cfg: Config, d: dict) -> tuple[bool, str | None]:
+    """``data.stream`` for a run of the spec ``d``: as set, else whether it is a text language
+    model whose state is carried; and the note when ``false`` turns that state's use off."""
+    wanted = carries_state(d) and cfg.data.task is None and d["model"] == "decoder"
+    if cfg.data.stream is None:
+        return wanted, None
+    if wanted and not cfg.data.stream:
+        return False, (f"data.stream=false: {cfg.member} trains on random windows, so its {d['state']['name']} "
+                       f"state starts empty on every batch and carries nothing across segments; drop "
+                       f"data.stream=false to stream contiguous segments")
+    return cfg.data.stream, None
+
+
+def _leaves(d: dict, path: tuple = ()):
+    """(path, value) for every value of a nested dict that is not itself a non-empty dict."""
+    for k, v in d.items():
+        if isinstance(v, dict) and v:
+            yield from _leaves(v, (*path, k))
+        else:
+            yield (*path, k), v
+
+
+def _get(d, path: tuple):
+    for k in path:
+        if not isinstance(d, dict) or k not in d:
+            return _MISSING
+        d = d[k]
+    return d
+
+
+def _user_set(model: dict, path: tuple, preset: dict) -> bool:
+    """Whether the ``model`` overrides decide ``path``: they set it or a value above it, or give
+    its axis another name (the preset's sizes are then not that part's)."""
+    for i in range(1, len(path) + 1):
+        v = _get(model, path[:i])
+        if v is _MISSING:
+            break
+        if i == len(path) or not isinstance(v, dict):
+            return True
+    name = _get(model, (path[0], "name"))
+    return name is not _MISSING and name != preset[path[0]].get("name")
+
+
+def _describe(path: tuple, old, new) -> str:
+    key = ".".join(map(str, path))
+    if isinstance(old, list) and isinstance(new, list) and all(isinstance(x, dict) for x in old + new):
+        parts = []  # a per-layer list: the leaves that change, as their range over layers
+        for sub, _ in _leaves(new[0]) if new else ():
+            a, b = [_get(x, sub) for x in old], [_get(x, sub) for x in new]
+            if a != b:
+                parts.append(f"{key}[*].{'.'.join(sub)} {min(a)}..{max(a)} -> {min(b)}..{max(b)}")
+        return ", ".join(parts)
+    return f"{key} {old} -> {new}"
+
+
+def at_context(cfg: Config, d: dict, seq_len: int) -> tuple[dict, str | None]:
+    """The spec dict ``d`` with the member's context rule applied at ``seq_len`` (what the user set
+    under ``model`` kept), and the note naming what changed."""
+    rule = members.REGISTRY[cfg.member].at_context
+    if rule is None:
+        return d, None
+    preset = members.get(cfg.member)().to_dict()
+    changed = [(path, v) for path, v in _leaves(rule(preset, seq_len))
+               if not _user_set(cfg.model, path, preset) and _get(d, path) != v]
+    if not changed:
+        return d, None
+    out = copy.deepcopy(d)
+    for path, v in changed:
+        _get(out, path[:-1])[path[-1]] = v
+    what = ", ".join(_describe(path, _get(d, path), v) for path, v in changed)
+    keys = " or ".join("model." + ".".join(path) for path, _ in changed)
+    return out, (f"{cfg.member} at context {seq_len}: {what}, so its attention stays sparse (its paper's sizes "
+                 f"are for longer sequences); set {keys} to choose")
+
+
+def dense_note(spec: Spec, seq_len: int) -> str | None:
+    """One line when no layer's pattern is sparse at ``seq_len``. Causal and full attention
+    (dense by definition) and learned spans (``SoftPattern``) are not checked; one layer stands
+    for each entry of ``per_layer`` (BigBird's per-layer random blocks keep their density)."""
+    layers = [pattern(spec, i) for i in range(min(spec.depth.n_layers, max(1, len(spec.pattern.per_layer))))]
+    checked = [p for p in layers if not isinstance(p, (Causal, Full, SoftPattern))]
+    if not checked or any(density(p, seq_len, n_heads=spec.heads.n_heads) < 1.0 for p in checked):
+        return None
+    return (f"pattern {spec.pattern.name} is dense at context {seq_len}: every query sees every key "
+            f"{'causal' if checked[0].causal else 'full'} attention gives it, so it trains as plain attention; "
+            f"set smaller model.pattern.params or a longer data.seq_len to make it sparse")
