@@ -31,14 +31,13 @@ import numpy as np
 import torch
 from torch import nn
 
-from .. import members
 from ..build import build
 from ..models.hooks import AfterStep, SeesProgress
 from ..sizes import check_fits
 from ..spec import Spec
 from . import autotune, checkpoint, distributed, resolve, rundir, snapshot
 from .budget import Budget
-from .config import Config, apply_overrides, deep_merge, dump, from_dict, parse_duration
+from .config import Config, apply_overrides, dump, from_dict, parse_duration
 from .device import autocast, grad_scaler, resolve_precision
 from .evaluate import carried_state, evaluate, to_device
 from .metrics import Logger
@@ -73,30 +72,6 @@ def seed_all(seed: int) -> None:
     torch.manual_seed(seed)
 
 
-def member_dict(cfg: Config) -> dict:
-    """The member's spec as a dict with the config's ``model`` overrides."""
-    d = deep_merge(members.get(cfg.member)().to_dict(), cfg.model)
-    if cfg.train.activation_checkpointing:
-        d["depth"]["checkpointing"] = True
-    return d
-
-
-def make_spec(cfg: Config, vocab_size: int, seq_len: int) -> tuple[Spec, str | None]:
-    """The member's spec with the config's ``model`` overrides, sized to the task's vocabulary
-    and fitted to its context (``resolve.at_context``), and the note saying what that changed."""
-    d, scaled = resolve.at_context(cfg, member_dict(cfg), seq_len)
-    if "vocab_size" not in cfg.model:
-        d["vocab_size"] = vocab_size
-    elif not isinstance(d["vocab_size"], int) or d["vocab_size"] < vocab_size:
-        raise ValueError(f"model.vocab_size={d['vocab_size']!r} is smaller than the data's vocabulary "
-                         f"({vocab_size}); drop the override or raise it")
-    spec = Spec.from_dict(d)
-    if spec.position.name == "learned" and spec.position.max_len < seq_len:
-        raise ValueError(f"model.position.max_len={spec.position.max_len} is shorter than the sequence length "
-                         f"{seq_len}; set model.position.max_len >= {seq_len} or lower data.seq_len")
-    return spec, scaled
-
-
 def param_count(model: nn.Module) -> int:
     return sum(p.numel() for p in model.parameters())
 
@@ -125,7 +100,7 @@ class Trainer:
         seed_all(t.seed)
         self.notes: list[str] = []  # one line each, printed at start (resolve.py)
         if task is None:
-            spec_dict = spec.to_dict() if spec is not None else member_dict(cfg) if model is None else None
+            spec_dict = spec.to_dict() if spec is not None else resolve.member_dict(cfg) if model is None else None
             if spec_dict is not None:  # a member whose state crosses segments streams by default
                 streams, note = resolve.stream(cfg, spec_dict)
                 cfg = dataclasses.replace(cfg, data=dataclasses.replace(cfg.data, stream=streams))
@@ -136,7 +111,7 @@ class Trainer:
         self.cfg, self.task = cfg, task
         if model is None:
             if spec is None:
-                spec, note = make_spec(cfg, task.vocab_size, task.seq_len)
+                spec, note = resolve.make_spec(cfg, task.vocab_size, task.seq_len)
                 self.notes += [note] if note else []
             self.spec = spec
             # Refuse sizes the machine cannot hold before allocating any of them.

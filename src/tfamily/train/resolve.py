@@ -22,7 +22,7 @@ from ..build import pattern
 from ..nn.patterns import Causal, Full, SoftPattern, density
 from ..registry import STATES
 from ..spec import Spec
-from .config import Config
+from .config import Config, deep_merge
 
 _MISSING = object()
 
@@ -118,3 +118,27 @@ def dense_note(spec: Spec, seq_len: int) -> str | None:
     return (f"pattern {spec.pattern.name} is dense at context {seq_len}: every query sees every key "
             f"{'causal' if checked[0].causal else 'full'} attention gives it, so it trains as plain attention; "
             f"set smaller model.pattern.params or a longer data.seq_len to make it sparse")
+
+
+def member_dict(cfg: Config) -> dict:
+    """The member's spec as a dict with the config's ``model`` overrides."""
+    d = deep_merge(members.get(cfg.member)().to_dict(), cfg.model)
+    if cfg.train.activation_checkpointing:
+        d["depth"]["checkpointing"] = True
+    return d
+
+
+def make_spec(cfg: Config, vocab_size: int, seq_len: int) -> tuple[Spec, str | None]:
+    """The member's spec with the config's ``model`` overrides, sized to the task's vocabulary
+    and fitted to its context (``at_context``), and the note saying what that changed."""
+    d, scaled = at_context(cfg, member_dict(cfg), seq_len)
+    if "vocab_size" not in cfg.model:
+        d["vocab_size"] = vocab_size
+    elif not isinstance(d["vocab_size"], int) or d["vocab_size"] < vocab_size:
+        raise ValueError(f"model.vocab_size={d['vocab_size']!r} is smaller than the data's vocabulary "
+                         f"({vocab_size}); drop the override or raise it")
+    spec = Spec.from_dict(d)
+    if spec.position.name == "learned" and spec.position.max_len < seq_len:
+        raise ValueError(f"model.position.max_len={spec.position.max_len} is shorter than the sequence length "
+                         f"{seq_len}; set model.position.max_len >= {seq_len} or lower data.seq_len")
+    return spec, scaled
