@@ -6,13 +6,13 @@ STAMP := $(VENV)/.stamp-install
 DATA ?= $(if $(TFAMILY_DATA),$(TFAMILY_DATA),$(abspath ../shared/data))
 export TFAMILY_DATA := $(DATA)
 
-.PHONY: demo test test-slow test-cuda bench clean venv
+.PHONY: demo test test-slow test-cuda bench clean venv docs
 
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	# torch first and pinned: an unpinned torch pulls several GB of CUDA wheels.
 	$(BIN)/pip install -q torch==2.13.0 -c constraints.txt
-	$(BIN)/pip install -q -c constraints.txt -e '.[test,peers]'
+	$(BIN)/pip install -q -c constraints.txt -e '.[test,peers,docs]'
 	# the compiled CPU kernels, once per machine (falls back to PyTorch with a note if it cannot)
 	$(BIN)/python -c 'from tfamily.nn.kernels.native import main; main()'
 	touch $(STAMP)
@@ -25,6 +25,11 @@ demo: $(STAMP)
 test: $(STAMP)
 	$(BIN)/python -m pytest -q -n 2 --dist loadgroup
 
+# the documentation site (docs/, README.md as its front page, experiments/ as the lab) into site/;
+# strict: a broken link or a missing page fails
+docs: $(STAMP)
+	$(BIN)/mkdocs build --strict
+
 test-slow: $(STAMP)
 	$(BIN)/python -m pytest -q -m slow
 
@@ -36,4 +41,4 @@ test-cuda:
 	else echo "no CUDA device"; fi
 
 clean:
-	rm -rf $(VENV) runs
+	rm -rf $(VENV) runs site
