@@ -52,6 +52,16 @@ def summary(rows: list[dict]) -> dict:
 
 
 def plot(rows: list[dict], path: Path, title: str) -> None:
+    import matplotlib.pyplot as plt
+    fig = figure(rows, title)
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+def figure(rows: list[dict], title: str):
+    """Bars per head and layer. Learned spans are often a few percent of S (tens of tokens against
+    8,192), so when S is over 10x the largest span the axis is logarithmic (linear below 1 token, as
+    spans can be 0) and the spans stay readable beside the max-span line."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -65,12 +75,16 @@ def plot(rows: list[dict], path: Path, title: str) -> None:
     ax.axhline(rows[0]["max_span"], color="grey", lw=0.8, ls=":", label="max span S")
     ax.set_xticks([r["layer"] for r in rows])
     ax.set_xlabel("layer")
-    ax.set_ylabel("learned span z (tokens)")
+    largest = max(max(r["spans"]) for r in rows)
+    if rows[0]["max_span"] > 10 * max(largest, 1.0):
+        ax.set_yscale("symlog", linthresh=1.0)
+        ax.set_ylabel("learned span z (tokens, log scale)")
+    else:
+        ax.set_ylabel("learned span z (tokens)")
     ax.set_title(title)
     ax.legend(loc="upper left")
     fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
+    return fig
 
 
 def run(args) -> int:
