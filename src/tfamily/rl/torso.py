@@ -6,8 +6,8 @@ A torso takes ``x`` (b, d_model), one step of every environment row, and the row
 memory. ``StackTorso`` is any family stack with XL memory (``gtrxl``, ``trxl_i``,
 ``transformer_xl``): each step is a segment of length 1 that attends over the last
 ``mem_len`` layer inputs (Dai et al. 2019, section 3.2; Parisotto et al. 2019 use the
-same memory). ``RecurrentTorso`` is a ``torch.nn`` LSTM or GRU baseline whose hidden
-state is a ``RecurrentState``.
+same memory). ``RecurrentTorso`` is the LSTM or GRU baseline: the library's recurrent stack
+(``nn/depth/recurrent.py``) with its hidden state, an ``RNNState``.
 
 ``trace`` and ``replay`` serve the PPO update (``policy.py``). The rollout keeps each
 step's ``trace`` (what the replay cannot recompute; empty for the torsos here) and
@@ -28,9 +28,9 @@ from typing import Protocol
 import torch
 from torch import Tensor, nn
 
-from ..nn.state import State, row_mask
+from ..nn.state import State
 
-RECURRENT = {"lstm": nn.LSTM, "gru": nn.GRU}
+RECURRENT = {"lstm": "lstm_lm", "gru": "gru_lm"}  # the member whose recurrent stack a torso takes
 
 
 class Torso(Protocol):
@@ -83,68 +83,35 @@ class StackTorso(nn.Module):
         return h.transpose(0, 1)
 
 
-class RecurrentState:
-    """The hidden state of an LSTM (h, c) or GRU (h), (layers, b, d) each; a reset row
-    restarts from zeros, which is how ``torch.nn`` RNNs begin a sequence."""
-
-    carried = True
-
-    def __init__(self, names: tuple[str, ...]):
-        self.names = names
-        self.tensors: dict[str, Tensor | None] = dict.fromkeys(names)
-        self.offset = 0
-
-    def advance(self, n: int) -> None:
-        self.offset += n
-
-    def reset(self, rows: Tensor | None = None) -> None:
-        h = self.tensors[self.names[0]]
-        if rows is None or h is None:
-            self.tensors = dict.fromkeys(self.names) if rows is None else self.tensors
-            return
-        mask = row_mask(rows, h.shape[1], h.device)
-        if bool(mask.any()):  # out of place: the replay's graph keeps the old tensors
-            self.tensors = {k: t.masked_fill(mask[None, :, None], 0.0) for k, t in self.tensors.items()}
-
-    def reorder(self, index: Tensor) -> None:
-        self.tensors = {k: None if t is None else t.index_select(1, index) for k, t in self.tensors.items()}
-
-    def state_dict(self) -> dict:
-        return {"offset": self.offset, **{k: t for k, t in self.tensors.items() if t is not None}}
-
-    def load_state_dict(self, state: dict) -> None:
-        self.tensors = {k: state.get(k) for k in self.names}
-        self.offset = int(state["offset"])
+def _old_names(state_dict: dict, prefix: str, *_) -> None:
+    """Checkpoints from before the torso held a ``RecurrentStack``: ``rnn.*`` becomes ``stack.rnn.*``."""
+    for key in [k for k in state_dict if k.startswith(prefix + "rnn.")]:
+        state_dict[prefix + "stack." + key[len(prefix):]] = state_dict.pop(key)
 
 
 class RecurrentTorso(nn.Module):
-    def __init__(self, kind: str, d_model: int, n_layers: int = 1):
+    """The library's ``RecurrentStack`` (one torch LSTM/GRU, built by ``build.stack``) one step at a
+    time; its ``RNNState`` keeps the graph (``truncate=False``) so the replay back-propagates
+    through the rollout segment, and a reset row restarts from zeros, as torch RNNs begin."""
+
+    def __init__(self, stack: nn.Module, d_model: int):
         super().__init__()
-        if kind not in RECURRENT:
-            raise ValueError(f"recurrent torso {kind!r} is not one of {', '.join(RECURRENT)}")
-        self.kind, self.d_model = kind, d_model
-        self.rnn = RECURRENT[kind](d_model, d_model, num_layers=n_layers, batch_first=True)
+        self.stack, self.d_model = stack, d_model
+        self._register_load_state_dict_pre_hook(_old_names)
 
-    def new_state(self) -> RecurrentState:
-        return RecurrentState(("h", "c") if self.kind == "lstm" else ("h",))
+    def new_state(self) -> State:
+        return self.stack.new_state(truncate=False)
 
-    def forward(self, x: Tensor, state: RecurrentState) -> Tensor:
-        t = state.tensors
-        if t["h"] is None:
-            hidden = None
-        else:
-            hidden = (t["h"], t["c"]) if self.kind == "lstm" else t["h"]
-        y, hidden = self.rnn(x[:, None], hidden)
-        state.tensors = dict(zip(state.names, hidden if self.kind == "lstm" else (hidden,)))
+    def forward(self, x: Tensor, state: State) -> Tensor:
+        y = self.stack(x[:, None], state=state)
         state.advance(1)
         return y[:, 0]
 
-    def trace(self, state: RecurrentState) -> Tensor:
+    def trace(self, state: State) -> Tensor:
         """Nothing to keep: the replay recomputes the hidden state."""
-        h = state.tensors["h"]
-        return h.new_zeros(h.shape[1], 0)
+        return state.h.new_zeros(state.h.shape[1], 0)
 
-    def replay(self, x: Tensor, starts: Tensor, state: RecurrentState, trace: Tensor) -> Tensor:
+    def replay(self, x: Tensor, starts: Tensor, state: State, trace: Tensor) -> Tensor:
         """Step by step from ``state`` with the rows reset where ``starts``: (T, b, d) -> (T, b, d)."""
         out = []
         for t in range(x.shape[0]):
@@ -199,7 +166,10 @@ def build_torso(member: str, *, d_model: int = 64, n_layers: int = 2, n_heads: i
         if gate_bias is not None:
             raise ValueError(f"gate_bias={gate_bias!r} sets a residual gate's b_g; the {member} torso has no "
                              f"residual gate (use it with gtrxl)")
-        return RecurrentTorso(member, d_model, n_layers)
+        from .. import members
+        from ..build import stack
+        spec = members.get(RECURRENT[member])(d_model=d_model, dropout=0.0, depth__n_layers=n_layers)
+        return RecurrentTorso(stack(spec, n_layers), d_model)
     from ..build import input_position, stack
     from ..registry import STATES
     spec = torso_spec(member, d_model, n_layers, n_heads, mem_len, gate_bias)
