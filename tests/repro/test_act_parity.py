@@ -61,3 +61,41 @@ def test_time_budget_stops_training(tmp_path, capsys):
 def test_bad_arguments_are_refused(tmp_path, capsys, argv, match):
     assert main(["repro", "act-parity", *argv, "--out", str(tmp_path)]) == 2
     assert match in capsys.readouterr().err
+
+
+def _flat_parity(args, tau):
+    """The reproduction's own loop before it joined the shared trainer: the flat reference."""
+    from torch import nn
+    torch.manual_seed(args.seed)
+    net = act_parity.model(args, act=tau is not None)
+    opt = torch.optim.Adam(net.parameters(), lr=args.lr)
+    gen = torch.Generator().manual_seed(args.seed + 1)
+    bce = nn.BCEWithLogitsLoss()
+    for _ in range(args.steps):
+        x, y, _ = act_parity.parity_batch(args.batch, args.dim, gen)
+        out = net(x[:, None])
+        loss = bce(out.y[:, 0, 0], y) + (tau or 0.0) * out.ponder.mean()
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        nn.utils.clip_grad_norm_(net.parameters(), 1.0)
+        opt.step()
+    return net
+
+
+@pytest.mark.parametrize("tau", [None, 0.01])
+def test_task_on_the_shared_loop_learns_exactly_as_the_flat_loop(tmp_path, tau):
+    import argparse
+
+    from tfamily.train import checkpoint
+    p = argparse.ArgumentParser()
+    act_parity.add_args(p)
+    args = p.parse_args(["--steps", "7", "--dim", "8", "--hidden", "8", "--batch", "8", "--max-ponder", "5",
+                         "--eval-every", "3", "--lr", "0.01", "--seed", "5", "--out", str(tmp_path)])
+    data = act_parity.parity_batch(16, args.dim, torch.Generator().manual_seed(args.seed + 2))
+    row, _, curve = act_parity.train_setting(args, tau, data, lambda m: None)
+    assert row["steps"] == 7 and [c["step"] for c in curve] == [3, 6]  # evaluations leave training as it was
+    net = act_parity.ParityNet(args, tau)
+    checkpoint.load(tmp_path / "runs" / ("no_act" if tau is None else f"tau{tau:g}")).load_weights(net)
+    want = _flat_parity(args, tau).state_dict()
+    got = net.act.state_dict()
+    assert got.keys() == want.keys() and all(torch.equal(got[k], want[k]) for k in want)

@@ -9,28 +9,30 @@ which is exactly the plain RNN (tests/nn/test_act.py). The paper: without ACT th
 near 40% (chance is 50%); for tau <= 0.03 it falls below 5%, and at intermediate tau the
 ponder time grows with the number of non-zero entries.
 
-The model is an RNN cell under ACT, not a Transformer member, so this reproduction runs its
-own short loop (one BCE step per batch) rather than the shared trainer. What differs from
+The model is an RNN cell under ACT (``ParityNet``, whose ``loss`` is eq. 14), trained by the
+shared loop on a ``StreamTask`` (``repro/stream.py``) of parity batches. What differs from
 the paper: the budget (the paper trained far longer; here each setting gets ``--steps`` or
 ``--time`` seconds on a CPU), the optimiser (Adam at
 ``--lr`` with gradient-norm clipping at 1; the paper's optimiser settings are not ours) and
 the tau grid (``--taus``). Sequence error is measured on ``--eval-sequences`` fresh
 sequences, the same ones for every setting. Writes ``table.json/.csv`` (one row per
 setting), ``ponder.json/.csv`` (mean ponder steps N per number of non-zero entries),
-``curves.json/.csv`` (error during training) and ``act_parity.png``.
+``curves.json/.csv`` (error during training; ``seconds`` counts training, not evaluation),
+``act_parity.png`` and each setting's run directory under ``runs/`` (log, final checkpoint).
 """
 from __future__ import annotations
 
 import argparse
 import sys
-import time
 from pathlib import Path
 
 import torch
 from torch import Tensor, nn
+from torch.nn import functional as F
 
 from ..bench.results import print_rows, write_rows
 from ..nn.depth import ACT
+from .stream import StreamTask, loop_config
 
 
 def add_args(p) -> None:
@@ -80,32 +82,58 @@ def evaluate(net: ACT, data: tuple[Tensor, Tensor, Tensor], dim: int) -> tuple[f
     return float(wrong.mean()), float(n.mean()), per_k.tolist()
 
 
+class ParityNet(nn.Module):
+    """The ACT network with its loss: mean BCE on the logit plus tau times the mean ponder
+    cost (eq. 14; tau None: no ACT, M = 1, and no penalty). In evaluation it keeps the
+    sequence error and mean ponder steps of its last call (``seen``) for the curves."""
+
+    def __init__(self, args, tau: float | None):
+        super().__init__()
+        self.act, self.tau, self.seen = model(args, act=tau is not None), tau or 0.0, {}
+
+    def loss(self, batch: dict) -> tuple[Tensor, dict]:
+        out = self.act(batch["x"][:, None])
+        logit = out.y[:, 0, 0]
+        loss = F.binary_cross_entropy_with_logits(logit, batch["y"]) + self.tau * out.ponder.mean()  # eq. 14
+        wrong = ((logit > 0).float() != batch["y"]).float().mean().detach()
+        if not self.training:
+            self.seen = {"error": wrong, "ponder": out.n[:, 0].mean()}
+        return loss, {"tokens": logit.shape[0], "acc": 1.0 - wrong}
+
+
+def parity_task(args, name: str, data, net: ParityNet) -> StreamTask:
+    """Batches of ``args.batch`` fresh sequences from one generator (seed + 1); the held-out
+    batch is ``data``, scored for the curves as sequence error and mean ponder steps."""
+    def draw(gen: torch.Generator) -> dict:
+        x, y, _ = parity_batch(args.batch, args.dim, gen)
+        return {"x": x, "y": y}
+    return StreamTask(name, draw, seed=args.seed + 1, unit="sequences", size=lambda b: b["y"].shape[0],
+                      held_out=lambda: [{"x": data[0], "y": data[1]}], eval_units=data[1].shape[0],
+                      metrics=lambda loss: {k: float(v) for k, v in net.seen.items()})
+
+
 def train_setting(args, tau: float | None, data, log) -> tuple[dict, list[dict], list[dict]]:
     """Train one setting (``tau`` None: no ACT); return its table row, ponder rows and curve."""
+    from ..train.loop import Trainer, seed_all
+
     name = "no_act" if tau is None else f"tau={tau:g}"
-    torch.manual_seed(args.seed)
-    net = model(args, act=tau is not None)
-    opt = torch.optim.Adam(net.parameters(), lr=args.lr)
-    gen = torch.Generator().manual_seed(args.seed + 1)
-    bce = nn.BCEWithLogitsLoss()
-    curve, t0, step = [], time.perf_counter(), 0
-    while step < args.steps and (args.time <= 0 or time.perf_counter() - t0 < args.time):
-        x, y, _ = parity_batch(args.batch, args.dim, gen)
-        out = net(x[:, None])
-        loss = bce(out.y[:, 0, 0], y) + (tau or 0.0) * out.ponder.mean()  # eq. 14
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        nn.utils.clip_grad_norm_(net.parameters(), 1.0)
-        opt.step()
-        step += 1
-        if step % args.eval_every == 0:
-            err, ponder, _ = evaluate(net, data, args.dim)
-            curve.append({"setting": name, "step": step, "seconds": round(time.perf_counter() - t0, 1),
-                          "error": round(err, 4), "ponder": round(ponder, 3)})
-            log(f"# {name} step {step}: error {100 * err:.1f}% ponder {ponder:.2f} "
-                f"({time.perf_counter() - t0:.0f} s)")
-    seconds = time.perf_counter() - t0
-    err, ponder, per_k = evaluate(net, data, args.dim)
+    run = "no_act" if tau is None else f"tau{tau:g}"
+    seed_all(args.seed)
+    net = ParityNet(args, tau)
+    cfg = loop_config(f"act-parity-{run}", Path(args.out) / "runs" / run, steps=args.steps,
+                      seconds=args.time if args.time > 0 else None, lr=args.lr, seed=args.seed,
+                      batch_size=args.batch, eval_every=args.eval_every)
+    trainer = Trainer(cfg, task=parity_task(args, name, data, net), model=net)
+    try:
+        result = trainer.fit()
+    finally:
+        trainer.close()
+    curve = [{"setting": name, "step": e["step"], "seconds": round(e["train_s"], 1), "error": round(e["error"], 4),
+              "ponder": round(e["ponder"], 3)} for e in trainer.evals if e["step"] % args.eval_every == 0]
+    for c in curve:
+        log(f"# {name} step {c['step']}: error {100 * c['error']:.1f}% ponder {c['ponder']:.2f} ({c['seconds']:.0f} s)")
+    step, seconds = result["steps"], result["train_s"]
+    err, ponder, per_k = evaluate(net.act, data, args.dim)
     row = {"setting": name, "tau": tau, "steps": step, "sequences": step * args.batch,
            "train_seconds": round(seconds, 1), "sequence_error": round(err, 4), "mean_ponder": round(ponder, 3)}
     log(f"# {name}: {step} steps, sequence error {100 * err:.1f}%, mean ponder {ponder:.2f}")

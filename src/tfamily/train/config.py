@@ -65,6 +65,8 @@ class TrainConfig:
     betas: tuple = (0.9, 0.95)
     eps: float = 1e-8
     optimizer: str = "adamw"           # adamw, or muon: Muon on the hidden matrices, AdamW on the rest
+    fused: bool | None = None          # AdamW's fused kernel; None = when every weight is a float on CPU/CUDA;
+                                       # false = torch's per-tensor steps (which round like torch.optim.Adam)
     grad_clip: float | None = 1.0      # max global grad norm; null disables
     precision: str = "auto"            # auto: bf16 on CUDA (fp16 with loss scaling before Ampere); on a
                                        # bf16-native CPU the faster of bf16 and fp32, timed
@@ -190,6 +192,8 @@ def validate(cfg: Config) -> None:
         raise ValueError(f"train.precision={t.precision!r} is not valid; valid: {', '.join(PRECISIONS)}")
     if t.device not in DEVICES and not str(t.device).startswith("cuda:"):
         raise ValueError(f"train.device={t.device!r} is not valid; valid: {', '.join(DEVICES)} or cuda:N")
+    if t.fused is not None and not isinstance(t.fused, bool):
+        raise ValueError(f"train.fused must be true, false or null (fused when it can), got {t.fused!r}")
     for name in ("compile", "activation_checkpointing", "tensorboard", "progress"):
         if not isinstance(getattr(t, name), bool):
             raise ValueError(f"train.{name} must be true or false, got {getattr(t, name)!r}")

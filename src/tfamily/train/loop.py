@@ -126,7 +126,7 @@ class Trainer:
             self.spec = None
         self.model = distributed.shard(model.to(self.device), d)  # FSDP: before the optimiser sees them
         self.params = param_count(self.model)
-        self.optimizer = make_optimizer(t.optimizer, self.model, t.lr, t.weight_decay, t.betas, t.eps)
+        self.optimizer = make_optimizer(t.optimizer, self.model, t.lr, t.weight_decay, t.betas, t.eps, t.fused)
         self.budget = Budget(parse_duration(t.time_budget, "train.time_budget"), t.max_steps,
                              task.eval_size(t.eval_tokens))
         self.scheduler = warmup_cosine(self.optimizer, t.warmup, t.max_steps or t.warmup + 10**6, t.min_lr_ratio)

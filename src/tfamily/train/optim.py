@@ -121,7 +121,8 @@ class MuonAdamW(torch.optim.Optimizer):
     optimisers' own, so LambdaLR's lr changes reach both."""
 
     def __init__(self, model: nn.Module, lr: float, weight_decay: float, betas=(0.9, 0.95),
-                 eps: float = 1e-8, momentum: float = 0.95, ns_dtype: torch.dtype | None = None):
+                 eps: float = 1e-8, momentum: float = 0.95, ns_dtype: torch.dtype | None = None,
+                 fused: bool | None = None):
         chosen = muon_params(model)
         groups = param_groups(model, weight_decay)
         hidden = [p for p in model.parameters() if id(p) in chosen]
@@ -133,7 +134,7 @@ class MuonAdamW(torch.optim.Optimizer):
         self.muon = Muon(hidden, lr=lr, weight_decay=weight_decay, momentum=momentum,
                          adjust_lr_fn="match_rms_adamw", ns_dtype=ns_dtype if ns_dtype is not None
                          else ns_dtype_for(hidden[0].device))
-        self.adamw = _adamw_of(rest, lr, betas, eps)
+        self.adamw = _adamw_of(rest, lr, betas, eps, fused)
         super().__init__(self.muon.param_groups + self.adamw.param_groups, {"lr": lr})
 
     @torch.no_grad()
@@ -173,12 +174,12 @@ class MuonAdamW(torch.optim.Optimizer):
 
 
 def make_optimizer(name: str, model: nn.Module, lr: float, weight_decay: float, betas=(0.9, 0.95),
-                   eps: float = 1e-8) -> torch.optim.Optimizer:
-    """``train.optimizer``: 'adamw' or 'muon' (MuonAdamW)."""
+                   eps: float = 1e-8, fused: bool | None = None) -> torch.optim.Optimizer:
+    """``train.optimizer``: 'adamw' or 'muon' (MuonAdamW); ``fused``: ``train.fused`` for AdamW."""
     if name == "adamw":
-        return adamw(model, lr, weight_decay, betas, eps)
+        return adamw(model, lr, weight_decay, betas, eps, fused)
     if name == "muon":
-        return MuonAdamW(model, lr, weight_decay, betas, eps)
+        return MuonAdamW(model, lr, weight_decay, betas, eps, fused=fused)
     raise ValueError(f"train.optimizer={name!r} is not valid; valid: {', '.join(OPTIMIZERS)}")
 
 
