@@ -28,8 +28,8 @@ from .nn.position import NoPosition
 from .nn.position.coordinate import Coordinate
 from .nn.state import SegmentMemory
 from .objectives import AuxiliaryLosses, CausalLM, MaskedLM, ReservesIds, Seq2Seq, SpanCorruption
-from .registry import (ALIGNMENTS, DEPTHS, FEEDFORWARDS, HEADS, INITS, KERNELS, MEMBERS, MODELS, OBJECTIVES,
-                       PATTERNS, POSITIONS, RESIDUALS, STATES)
+from .registry import (ALIGNMENTS, DEPTHS, FEEDFORWARDS, HEADS, INITS, KERNELS, MEMBERS, MODELS, NORMS,
+                       OBJECTIVES, PATTERNS, POSITIONS, RESIDUALS, STATES)
 from .sizes import check_fits
 from .spec import Spec
 
@@ -80,9 +80,13 @@ def feedforward(spec: Spec, causal: bool) -> nn.Module:
     return Chunked(ff, spec.ff.chunks) if spec.ff.chunks > 1 else ff
 
 
+def norm(spec: Spec) -> nn.Module:
+    return NORMS.make(spec.norm.name, spec.norm.params, d_model=spec.d_model, bias=spec.bias)
+
+
 def residual(spec: Spec) -> nn.Module:
     return RESIDUALS.make(spec.residual.name, spec.residual.params, d_model=spec.d_model, dropout=spec.dropout,
-                          bias=spec.bias)
+                          bias=spec.bias, norm=norm(spec))
 
 
 def block(spec: Spec, layer: int, *, pattern_: Pattern | None = None, cross: bool = False) -> Block:
@@ -123,10 +127,10 @@ DEPTHS.register("universal_act", _universal_act, needs=_DEPTH_NEEDS, shared=True
 
 
 def stack(spec: Spec, n_layers: int, *, pattern_: Pattern | None = None, cross: bool = False) -> nn.Module:
-    norm = RESIDUALS.entry(spec.residual.name).info["final_norm"]
+    final = RESIDUALS.entry(spec.residual.name).info["final_norm"]
     return DEPTHS.make(spec.depth.name, spec.depth.params,
                        blocks=lambda i: block(spec, i, pattern_=pattern_, cross=cross), n_layers=n_layers,
-                       final_norm=nn.LayerNorm(spec.d_model, bias=spec.bias) if norm else None, spec=spec)
+                       final_norm=norm(spec) if final else None, spec=spec)
 
 
 def input_position(spec: Spec) -> nn.Module:
@@ -196,7 +200,7 @@ def _language_model(spec: Spec) -> nn.Module:
     rows = _rows(spec, objective_)
     embed, head = embedding_and_head(spec, rows)
     if spec.model == "encoder":
-        head = MLMHead(spec.d_model, head)
+        head = MLMHead(spec.d_model, head, norm(spec), out_bias=spec.bias)
     layers = stack(spec, spec.depth.n_layers)
     make_state = STATES.make(spec.state.name, spec.state.params, spec=spec, layers=layers)
     return LanguageModel(embed, input_position(spec), layers, head, objective_, spec.dropout_at("embed"),

@@ -5,7 +5,7 @@ valid names and parameter keys from here, and ``build.py`` constructs parts thro
 
 Import direction: this module imports nothing from tfamily. Parts register into it
 (the axis folders under ``nn/``: ``patterns``, ``kernels``, ``position``, ``heads``,
-``residual``, ``feedforward``, ``init``; for the axes whose constructors assemble several
+``residual``, ``norm``, ``feedforward``, ``init``; for the axes whose constructors assemble several
 parts, ``build``), and ``spec.py`` reads it, so the spec never imports ``nn/``. Each
 registry names the modules that register into it (``providers``) and imports them the
 first time its names are read, so the valid names are the registered ones whichever
@@ -170,6 +170,7 @@ FEEDFORWARDS = Registry("ff", ("tfamily.nn.feedforward",))
 ACTIVATIONS = Registry("activation", ("tfamily.nn.feedforward",))
 OBJECTIVES = Registry("objective", (_BUILD,))
 INITS = Registry("init", ("tfamily.nn.init",))
+NORMS = Registry("norm", ("tfamily.nn.norm",))
 # Alignment scores of recurrent encoder-decoders (dot, general, concat, additive), chosen in a
 # recurrent depth's params; not a spec axis of their own.
 ALIGNMENTS = Registry("alignment", ("tfamily.nn.alignment",))
@@ -182,4 +183,4 @@ CHECKS = Registry("check", ("tfamily.checks",))
 
 AXES: dict[str, Registry] = {r.axis: r for r in (MODELS, PATTERNS, KERNELS, POSITIONS, HEADS, RESIDUALS,
                                                   DEPTHS, STATES, FEEDFORWARDS, ACTIVATIONS, OBJECTIVES,
-                                                  INITS)}
+                                                  INITS, NORMS)}

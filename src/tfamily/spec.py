@@ -181,9 +181,20 @@ class InitSpec:
         registry.INITS.check_params(self.name, self.params, "init.params")
 
 
+@dataclass(frozen=True)
+class NormSpec:
+    """Which norm the residuals, the final norm and the MLM head use (``nn/norm/``)."""
+    name: str = "layer_norm"
+    params: dict = field(default_factory=dict)  # e.g. {"eps": 1e-6}
+
+    def __post_init__(self):
+        check_choice("norm", self.name)
+        registry.NORMS.check_params(self.name, self.params, "norm.params")
+
+
 AXES = {"pattern": PatternSpec, "kernel": KernelSpec, "position": PositionSpec, "heads": HeadsSpec,
         "residual": ResidualSpec, "depth": DepthSpec, "state": StateSpec, "ff": FeedForwardSpec,
-        "objective": ObjectiveSpec, "init": InitSpec}
+        "objective": ObjectiveSpec, "init": InitSpec, "norm": NormSpec}
 
 
 
@@ -221,6 +232,7 @@ class Spec:
     ff: FeedForwardSpec = field(default_factory=FeedForwardSpec)
     objective: ObjectiveSpec = field(default_factory=ObjectiveSpec)
     init: InitSpec = field(default_factory=InitSpec)
+    norm: NormSpec = field(default_factory=NormSpec)
 
     def __post_init__(self):
         check_choice("model", self.model)
@@ -312,7 +324,7 @@ class Spec:
             "heads": ("multi-query" if self.heads.kv_heads == 1 and self.heads.n_heads > 1 else
                       "grouped-query" if self.heads.kv_heads < self.heads.n_heads else "multi-head")
             + (" shared-qk" if self.heads.shared_qk else ""),
-            "residual": self.residual.name,
+            "residual": self.residual.name + ("" if self.norm.name == "layer_norm" else f" {self.norm.name}"),
             "depth": self.depth.name + (" checkpointed" if self.depth.checkpointing else ""),
             "state": self.state.name,
             "feed_forward": self.ff.name + (f" x{self.ff.chunks} chunks" if self.ff.chunks > 1 else ""),

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import torch
 from torch import Tensor, nn
 
 from ..nn.depth import Depth
@@ -65,12 +66,24 @@ class LanguageModel(nn.Module):
 
 
 class MLMHead(nn.Module):
-    """BERT's transform before the tied output projection: dense, GELU, LayerNorm."""
+    """BERT's transform before the tied output projection: dense, GELU, the norm (LayerNorm),
+    then the projection plus a per-token output bias (``out_bias``), as BERT's released code has."""
 
-    def __init__(self, d_model: int, out: nn.Module):
+    def __init__(self, d_model: int, out: nn.Module, norm: nn.Module | None = None, out_bias: bool = False):
         super().__init__()
-        self.transform = nn.Sequential(nn.Linear(d_model, d_model), nn.GELU(), nn.LayerNorm(d_model))
+        norm = norm if norm is not None else nn.LayerNorm(d_model)
+        self.transform = nn.Sequential(nn.Linear(d_model, d_model), nn.GELU(), norm)
         self.out = out
+        rows = out.tied.weight.shape[0] if getattr(out, "tied", None) is not None else out.proj.out_features
+        self.bias = nn.Parameter(torch.zeros(rows)) if out_bias else None
+        self._register_load_state_dict_pre_hook(_zero_bias_if_absent, with_module=True)
 
     def forward(self, x: Tensor) -> Tensor:
-        return self.out(self.transform(x))
+        logits = self.out(self.transform(x))
+        return logits if self.bias is None else logits + self.bias
+
+
+def _zero_bias_if_absent(module: MLMHead, state_dict: dict, prefix: str, *_) -> None:
+    """Checkpoints from before the output bias load with it at zero (what it starts at)."""
+    if module.bias is not None and prefix + "bias" not in state_dict:
+        state_dict[prefix + "bias"] = torch.zeros_like(module.bias)

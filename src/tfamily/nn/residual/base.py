@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from torch import Tensor
+from torch import Tensor, nn
 
 
 class Residual(Protocol):
@@ -17,3 +17,9 @@ class Residual(Protocol):
 
     def post(self, x: Tensor, y: Tensor) -> Tensor:
         """``x``: the stream, ``y``: the sublayer's output, both (b, n, d) -> the new stream."""
+
+
+def or_layer_norm(norm: nn.Module | None, d_model: int, bias: bool) -> nn.Module:
+    """The norm the builder passes in (the norm axis, ``nn/norm/``), or a LayerNorm when a part
+    is built alone."""
+    return norm if norm is not None else nn.LayerNorm(d_model, bias=bias)

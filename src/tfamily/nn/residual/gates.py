@@ -20,6 +20,7 @@ from torch import Tensor, nn
 
 from ...registry import RESIDUALS
 from ..dropout import maybe_dropout
+from .base import or_layer_norm
 
 
 def check_gate_bias(value: object) -> float:
@@ -39,9 +40,10 @@ def _bias(d_model: int, gate_bias: object) -> nn.Parameter:
 class InputGate(nn.Module):
     """Parisotto et al. 2019, section 3.2, input gating: g = sigmoid(W_g x) * x + y."""
 
-    def __init__(self, d_model: int, dropout: float = 0.0, bias: bool = True):
+    def __init__(self, d_model: int, dropout: float = 0.0, bias: bool = True,
+                 norm: nn.Module | None = None):
         super().__init__()
-        self.norm, self.drop = nn.LayerNorm(d_model, bias=bias), maybe_dropout(dropout)
+        self.norm, self.drop = or_layer_norm(norm, d_model, bias), maybe_dropout(dropout)
         self.w_g = nn.Linear(d_model, d_model, bias=False)
 
     def pre(self, x: Tensor) -> Tensor:
@@ -54,9 +56,10 @@ class InputGate(nn.Module):
 class OutputGate(nn.Module):
     """Parisotto et al. 2019, section 3.2, output gating: g = x + sigmoid(W_g x - b_g) * y."""
 
-    def __init__(self, d_model: int, dropout: float = 0.0, gate_bias: float = 1.0, bias: bool = True):
+    def __init__(self, d_model: int, dropout: float = 0.0, gate_bias: float = 1.0, bias: bool = True,
+                 norm: nn.Module | None = None):
         super().__init__()
-        self.norm, self.drop = nn.LayerNorm(d_model, bias=bias), maybe_dropout(dropout)
+        self.norm, self.drop = or_layer_norm(norm, d_model, bias), maybe_dropout(dropout)
         self.w_g, self.b_g = nn.Linear(d_model, d_model, bias=False), _bias(d_model, gate_bias)
 
     def pre(self, x: Tensor) -> Tensor:
@@ -70,9 +73,10 @@ class HighwayGate(nn.Module):
     """Parisotto et al. 2019, section 3.2, highway connection (Srivastava et al. 2015):
     g = sigmoid(W_g x + b_g) * x + (1 - sigmoid(W_g x + b_g)) * y."""
 
-    def __init__(self, d_model: int, dropout: float = 0.0, gate_bias: float = 1.0, bias: bool = True):
+    def __init__(self, d_model: int, dropout: float = 0.0, gate_bias: float = 1.0, bias: bool = True,
+                 norm: nn.Module | None = None):
         super().__init__()
-        self.norm, self.drop = nn.LayerNorm(d_model, bias=bias), maybe_dropout(dropout)
+        self.norm, self.drop = or_layer_norm(norm, d_model, bias), maybe_dropout(dropout)
         self.w_g, self.b_g = nn.Linear(d_model, d_model, bias=False), _bias(d_model, gate_bias)
 
     def pre(self, x: Tensor) -> Tensor:
@@ -87,9 +91,10 @@ class SigmoidTanhGate(nn.Module):
     """Parisotto et al. 2019, section 3.2, sigmoid-tanh gating:
     g = x + sigmoid(W_g y - b_g) * tanh(U_g y)."""
 
-    def __init__(self, d_model: int, dropout: float = 0.0, gate_bias: float = 1.0, bias: bool = True):
+    def __init__(self, d_model: int, dropout: float = 0.0, gate_bias: float = 1.0, bias: bool = True,
+                 norm: nn.Module | None = None):
         super().__init__()
-        self.norm, self.drop = nn.LayerNorm(d_model, bias=bias), maybe_dropout(dropout)
+        self.norm, self.drop = or_layer_norm(norm, d_model, bias), maybe_dropout(dropout)
         self.wu = nn.Linear(d_model, 2 * d_model, bias=False)  # [W_g; U_g], both read y
         self.b_g = _bias(d_model, gate_bias)
 
@@ -109,9 +114,10 @@ class GRUGate(nn.Module):
     every term and lets z weigh the old state, so its closed gate is not g -> x.
     """
 
-    def __init__(self, d_model: int, dropout: float = 0.0, gate_bias: float = 2.0, bias: bool = True):
+    def __init__(self, d_model: int, dropout: float = 0.0, gate_bias: float = 2.0, bias: bool = True,
+                 norm: nn.Module | None = None):
         super().__init__()
-        self.norm, self.drop = nn.LayerNorm(d_model, bias=bias), maybe_dropout(dropout)
+        self.norm, self.drop = or_layer_norm(norm, d_model, bias), maybe_dropout(dropout)
         self.w = nn.Linear(d_model, 3 * d_model, bias=False)  # [W_r; W_z; W_g], on y
         self.u = nn.Linear(d_model, 2 * d_model, bias=False)  # [U_r; U_z], on x
         self.u_g = nn.Linear(d_model, d_model, bias=False)    # on r * x: after the reset
@@ -130,7 +136,7 @@ class GRUGate(nn.Module):
 
 
 # All keep the stream unnormalised to the last layer (identity-map reordering): one final norm.
-_NEEDS = ("d_model", "dropout", "bias")
+_NEEDS = ("d_model", "dropout", "bias", "norm")
 RESIDUALS.register("input_gate", InputGate, needs=_NEEDS, final_norm=True)
 RESIDUALS.register("output_gate", OutputGate, needs=_NEEDS, final_norm=True)
 RESIDUALS.register("highway_gate", HighwayGate, needs=_NEEDS, final_norm=True)

@@ -9,12 +9,14 @@ from torch import Tensor, nn
 
 from ...registry import RESIDUALS
 from ..dropout import maybe_dropout
+from .base import or_layer_norm
 
 
 class PostNorm(nn.Module):
-    def __init__(self, d_model: int, dropout: float = 0.0, bias: bool = True):
+    def __init__(self, d_model: int, dropout: float = 0.0, bias: bool = True,
+                 norm: nn.Module | None = None):
         super().__init__()
-        self.norm, self.drop = nn.LayerNorm(d_model, bias=bias), maybe_dropout(dropout)
+        self.norm, self.drop = or_layer_norm(norm, d_model, bias), maybe_dropout(dropout)
 
     def pre(self, x: Tensor) -> Tensor:
         return x
@@ -24,9 +26,10 @@ class PostNorm(nn.Module):
 
 
 class PreNorm(nn.Module):
-    def __init__(self, d_model: int, dropout: float = 0.0, bias: bool = True):
+    def __init__(self, d_model: int, dropout: float = 0.0, bias: bool = True,
+                 norm: nn.Module | None = None):
         super().__init__()
-        self.norm, self.drop = nn.LayerNorm(d_model, bias=bias), maybe_dropout(dropout)
+        self.norm, self.drop = or_layer_norm(norm, d_model, bias), maybe_dropout(dropout)
 
     def pre(self, x: Tensor) -> Tensor:
         return self.norm(x)
@@ -44,9 +47,10 @@ class IdentityMap(nn.Module):
     maps in sequence on that path. Zero sublayer outputs leave the block the identity map.
     """
 
-    def __init__(self, d_model: int, dropout: float = 0.0, bias: bool = True):
+    def __init__(self, d_model: int, dropout: float = 0.0, bias: bool = True,
+                 norm: nn.Module | None = None):
         super().__init__()
-        self.norm, self.drop = nn.LayerNorm(d_model, bias=bias), maybe_dropout(dropout)
+        self.norm, self.drop = or_layer_norm(norm, d_model, bias), maybe_dropout(dropout)
 
     def pre(self, x: Tensor) -> Tensor:
         return self.norm(x)
@@ -56,6 +60,7 @@ class IdentityMap(nn.Module):
 
 
 # final_norm: a pre-norm stack ends unnormalised, so the builder adds one LayerNorm after it.
-RESIDUALS.register("post_norm", PostNorm, needs=("d_model", "dropout", "bias"), final_norm=False)
-RESIDUALS.register("pre_norm", PreNorm, needs=("d_model", "dropout", "bias"), final_norm=True)
-RESIDUALS.register("identity_map", IdentityMap, needs=("d_model", "dropout", "bias"), final_norm=True)
+RESIDUALS.register("post_norm", PostNorm, needs=("d_model", "dropout", "bias", "norm"), final_norm=False)
+RESIDUALS.register("pre_norm", PreNorm, needs=("d_model", "dropout", "bias", "norm"), final_norm=True)
+RESIDUALS.register("identity_map", IdentityMap, needs=("d_model", "dropout", "bias", "norm"),
+                   final_norm=True)
