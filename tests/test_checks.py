@@ -43,7 +43,7 @@ def test_kernel_and_pattern_params_list_the_valid_keys():
     with pytest.raises(ValueError, match=r"\['widow'\] for pattern 'sliding_window'"):
         members.gpt(pattern={"name": "union", "params": {"patterns": [
             {"name": "causal"}, {"name": "sliding_window", "params": {"widow": 2}}]}})
-    with pytest.raises(ValueError, match="window must be >= 1, got window=0"):
+    with pytest.raises(ValueError, match="window must be an integer >= 1, got 0"):
         members.gpt(pattern={"per_layer": [{"name": "causal"}, {"name": "sliding_window", "params": {"window": 0}}]})
 
 

@@ -182,8 +182,8 @@ def test_numpy_input_is_not_copied():
 @pytest.mark.parametrize(
     "kwargs, exc, pattern",
     [
-        (dict(seq_len=0), ValueError, "seq_len must be >= 1, got 0"),
-        (dict(batch_size="4"), TypeError, "batch_size must be an int"),
+        (dict(seq_len=0), ValueError, "seq_len must be an integer >= 1, got 0"),
+        (dict(batch_size="4"), TypeError, "batch_size must be an integer"),
         (dict(rank=2, world_size=2), ValueError, "rank must be in 0..1"),
         (dict(seq_len=600), ValueError, "too few|seq_len \\+ 1"),
     ],

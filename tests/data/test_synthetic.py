@@ -149,16 +149,16 @@ def test_make_task_unknown_name_and_param():
 @pytest.mark.parametrize(
     "name, params, exc, pattern",
     [
-        ("copy", dict(min_len=0), ValueError, "min_len must be >= 1, got 0"),
+        ("copy", dict(min_len=0), ValueError, "min_len must be an integer >= 1, got 0"),
         ("copy", dict(min_len=9, max_len=4), ValueError, "min_len=9 is larger than max_len=4"),
-        ("reverse", dict(n_symbols=2.5), TypeError, r"n_symbols must be an int, got float \(2.5\)"),
-        ("duplicate", dict(length=-1), ValueError, "length must be >= 1, got -1"),
-        ("addition", dict(n_digits=0), ValueError, "n_digits must be >= 1, got 0"),
-        ("addition", dict(reverse_sum="yes"), TypeError, "reverse_sum must be True or False, got 'yes'"),
-        ("parity", dict(max_len=True), TypeError, "max_len must be an int, got bool"),
+        ("reverse", dict(n_symbols=2.5), TypeError, "n_symbols must be an integer >= 1, got 2.5"),
+        ("duplicate", dict(length=-1), ValueError, "length must be an integer >= 1, got -1"),
+        ("addition", dict(n_digits=0), ValueError, "n_digits must be an integer >= 1, got 0"),
+        ("addition", dict(reverse_sum="yes"), TypeError, "reverse_sum must be true or false, got 'yes'"),
+        ("parity", dict(max_len=True), TypeError, "max_len must be an integer >= 1, got True"),
         ("associative_recall", dict(n_keys=4, n_pairs=5), ValueError, "n_pairs=5.*n_keys=4"),
-        ("listops", dict(max_args=1), ValueError, "max_args must be >= 2, got 1"),
-        ("listops", dict(op_prob=1.5), ValueError, "op_prob must be a probability in \\[0, 1\\], got 1.5"),
+        ("listops", dict(max_args=1), ValueError, "max_args must be an integer >= 2, got 1"),
+        ("listops", dict(op_prob=1.5), ValueError, "op_prob must be a finite number in \\[0.0, 1.0\\], got 1.5"),
         ("listops", dict(max_depth=2, max_args=3, min_length=50, max_length=60), ValueError, "trees have 1..5 tokens"),
     ],
 )
@@ -169,7 +169,7 @@ def test_bad_params_name_the_value(name, params, exc, pattern):
 
 def test_bad_sample_arguments():
     task = make_task("copy")
-    with pytest.raises(ValueError, match="batch_size must be >= 1, got 0"):
+    with pytest.raises(ValueError, match="batch_size must be an integer >= 1, got 0"):
         task.sample(0, 0)
     with pytest.raises(TypeError, match="generator"):
         task.sample(2, "seed")

@@ -26,6 +26,7 @@ from collections.abc import Iterator
 
 import numpy as np
 import torch
+from .. import numbers
 
 __all__ = ["RandomWindows", "StreamBatches", "EvalBatches", "eval_batches"]
 
@@ -50,11 +51,7 @@ def _as_tokens(data) -> torch.Tensor:
 
 
 def _check_int(name: str, value, minimum: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        raise TypeError(f"{name} must be an int, got {type(value).__name__} ({value!r})")
-    if value < minimum:
-        raise ValueError(f"{name} must be >= {minimum}, got {value}")
-    return int(value)
+    return numbers.check_int(name, value, minimum)
 
 
 def _check_shard(rank, world_size) -> tuple[int, int]:

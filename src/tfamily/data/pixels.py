@@ -21,14 +21,14 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 from torch import Tensor
+from ..numbers import check_int
 
 __all__ = ["PixelOrder", "PixelSequences", "quantize", "dequantize", "bits_per_dim", "to_block_raster",
            "from_block_raster"]
 
 
 def _check_levels(levels) -> None:
-    if isinstance(levels, bool) or not isinstance(levels, int) or not 2 <= levels <= 256:
-        raise ValueError(f"levels must be an integer in [2, 256], got {levels!r}; 256 keeps all 8 bits")
+    check_int("levels", levels, 2, 256, hint="256 keeps all 8 bits")
 
 
 def quantize(images, levels: int) -> Tensor:
@@ -73,8 +73,7 @@ class PixelOrder:
 
     def __post_init__(self):
         for name, v in (("height", self.height), ("width", self.width)):
-            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-                raise ValueError(f"PixelOrder: {name} must be a positive integer, got {v!r}")
+            check_int(f"PixelOrder: {name}", v, 1)
         if self.block is not None:
             bh, bw = self.block
             if self.height % bh or self.width % bw:

@@ -18,13 +18,12 @@ Progress comes from the training loop through ``set_progress`` (``models/hooks.S
 """
 from __future__ import annotations
 
-import math
-
 import torch
 from torch import Tensor, nn
 
 from ..nn.depth import Stack
 from .lm import need, token_loss
+from ..numbers import check_flag, check_number
 
 
 def classifier(d_model: int, vocab_size: int) -> nn.Module:
@@ -42,11 +41,8 @@ class AuxiliaryLosses(nn.Module):
         super().__init__()
         for name, value in (("all_positions", all_positions), ("intermediate", intermediate),
                             ("multiple_targets", multiple_targets)):
-            if not isinstance(value, bool):
-                raise TypeError(f"objective.params.{name} must be true or false, got {value!r}")
-        if isinstance(second_weight, bool) or not isinstance(second_weight, (int, float)) or \
-                not math.isfinite(second_weight) or second_weight < 0:
-            raise ValueError(f"objective.params.second_weight must be a finite number >= 0, got {second_weight!r}")
+            check_flag(f"objective.params.{name}", value)
+        check_number("objective.params.second_weight", second_weight, 0.0)
         self.n_layers, self.all_positions, self.second_weight = n_layers, all_positions, float(second_weight)
         # next_heads[l - 1] serves layer l < n; second_heads[l - 1] serves layer l <= n.
         self.next_heads = nn.ModuleList(
@@ -56,8 +52,7 @@ class AuxiliaryLosses(nn.Module):
         self.progress = 0.0
 
     def set_progress(self, progress: float) -> None:
-        if isinstance(progress, bool) or not isinstance(progress, (int, float)) or not progress >= 0:
-            raise ValueError(f"training progress must be a fraction >= 0, got {progress!r}")
+        check_number("training progress", progress, 0.0)
         # Never back: a time budget's estimate of the last step moves, and a cut layer stays cut.
         self.progress = max(self.progress, float(progress))
 

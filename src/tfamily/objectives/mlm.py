@@ -14,6 +14,7 @@ import torch
 from torch import Tensor, nn
 
 from .lm import need, token_loss
+from ..numbers import check_number
 
 
 def selection_count(n: Tensor, mask_prob: float) -> Tensor:
@@ -52,8 +53,7 @@ class MaskedLM(nn.Module):
                 mask_id is not None and not 0 <= mask_id < vocab_size):
             raise ValueError(f"mask_id={self.mask_id!r} is outside the vocabulary [0, {vocab_size - 1}]; "
                              f"leave it unset for a reserved [MASK] id")
-        if isinstance(mask_prob, bool) or not isinstance(mask_prob, (int, float)) or not 0.0 < mask_prob < 1.0:
-            raise ValueError(f"mask_prob must be in (0, 1), got {mask_prob}")
+        check_number("mask_prob", mask_prob, 0.0, 1.0, lo_open=True, hi_open=True, hint="BERT: 0.15")
         if not isinstance(special_ids, (list, tuple)) or any(
                 isinstance(i, bool) or not isinstance(i, int) or not 0 <= i < vocab_size for i in special_ids):
             raise ValueError(f"special_ids must be a list of data ids in [0, {vocab_size - 1}], got {special_ids!r}")

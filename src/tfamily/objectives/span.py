@@ -23,13 +23,12 @@ from torch import Tensor, nn
 from torch.nn import functional as F
 
 from .lm import need, token_loss
+from ..numbers import check_int, check_number
 
 
 def span_counts(length: int, noise_density: float = 0.15, mean_span: float = 3.0) -> tuple[int, int]:
     """(noise tokens, noise spans) for a window of ``length`` tokens."""
-    if isinstance(length, bool) or not isinstance(length, int) or length < 2:
-        raise ValueError(f"span corruption needs windows of at least 2 tokens (one kept, one noise), "
-                         f"got length {length!r}; raise data.seq_len")
+    check_int("span corruption window length", length, 2, hint="windows need at least 2 tokens (one kept, one noise): raise data.seq_len")
     f32 = torch.float32  # T5 rounds float32 products: round(0.15 * 190) is 29 there, 28 in float64
     noise = int(torch.round(torch.tensor(length, dtype=f32) * torch.tensor(noise_density, dtype=f32)))
     noise = min(max(noise, 1), length - 1)
@@ -106,14 +105,9 @@ class SpanCorruption(nn.Module):
     def __init__(self, vocab_size: int, noise_density: float = 0.15, mean_span: float = 3.0,
                  n_sentinels: int = 100, eval_seed: int = 0):
         super().__init__()
-        if isinstance(noise_density, bool) or not isinstance(noise_density, (int, float)) or \
-                not 0.0 < noise_density < 1.0:
-            raise ValueError(f"noise_density must be in (0, 1), got {noise_density!r}")
-        if isinstance(mean_span, bool) or not isinstance(mean_span, (int, float)) or mean_span < 1:
-            raise ValueError(f"mean_span must be a number >= 1, got {mean_span!r}")
-        if isinstance(n_sentinels, bool) or not isinstance(n_sentinels, int) or n_sentinels < 2:
-            raise ValueError(f"n_sentinels must be an integer >= 2 (one span and the closing sentinel), "
-                             f"got {n_sentinels!r}")
+        check_number("noise_density", noise_density, 0.0, 1.0, lo_open=True, hi_open=True, hint="T5: 0.15")
+        check_number("mean_span", mean_span, 1.0, hint="T5: 3")
+        check_int("n_sentinels", n_sentinels, 2, hint="one span and the closing sentinel")
         self.vocab_size, self.noise_density, self.mean_span = vocab_size, float(noise_density), float(mean_span)
         self.eval_seed, self.start_id = eval_seed, vocab_size
         self.extra_tokens = 1 + n_sentinels

@@ -4,6 +4,7 @@ from __future__ import annotations
 import torch
 
 from .base import Batch, as_generator, check_batch_size, check_bounds, check_int, lm_pair
+from ...numbers import check_flag
 
 __all__ = ["AdditionTask", "ParityTask"]
 
@@ -26,8 +27,7 @@ class AdditionTask:
 
     def __init__(self, n_digits: int = 3, reverse_sum: bool = False):
         self.n_digits = check_int(self.name, "n_digits", n_digits, 1)
-        if not isinstance(reverse_sum, bool):
-            raise TypeError(f"{self.name}: reverse_sum must be True or False, got {reverse_sum!r}")
+        check_flag(f"{self.name}: reverse_sum", reverse_sum)
         self.reverse_sum = reverse_sum
         self.seq_len = 3 * self.n_digits + 2
 

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
+from ... import numbers
 
 __all__ = ["Batch", "as_generator", "check_int"]
 
@@ -41,13 +42,8 @@ class Batch:
 
 
 def check_int(task: str, name: str, value, minimum: int, maximum: int | None = None) -> int:
-    """Validate an integer parameter, naming the task, the parameter and the fix."""
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        raise TypeError(f"{task}: {name} must be an int, got {type(value).__name__} ({value!r})")
-    if value < minimum or (maximum is not None and value > maximum):
-        allowed = f">= {minimum}" if maximum is None else f"in {minimum}..{maximum}"
-        raise ValueError(f"{task}: {name} must be {allowed}, got {value}")
-    return int(value)
+    """Validate an integer parameter, naming the task and the parameter."""
+    return numbers.check_int(f"{task}: {name}", value, minimum, maximum)
 
 
 def check_bounds(task: str, lo_name: str, lo: int, hi_name: str, hi: int) -> None:

@@ -21,6 +21,7 @@ import numpy as np
 import torch
 
 from .base import Batch, as_generator, check_batch_size, check_bounds, check_int
+from ...numbers import check_number
 
 __all__ = ["ListOpsTask", "listops_eval", "listops_tokenize", "listops_detokenize", "LISTOPS_TOKENS"]
 
@@ -141,8 +142,7 @@ class ListOpsTask:
         self.min_length = check_int(self.name, "min_length", min_length, 1)
         self.max_length = check_int(self.name, "max_length", max_length, 1)
         check_bounds(self.name, "min_length", self.min_length, "max_length", self.max_length)
-        if isinstance(op_prob, bool) or not isinstance(op_prob, (int, float)) or not 0.0 <= op_prob <= 1.0:
-            raise ValueError(f"{self.name}: op_prob must be a probability in [0, 1], got {op_prob!r}")
+        check_number(f"{self.name}: op_prob", op_prob, 0.0, 1.0)
         self.op_prob = float(op_prob)
         lo, hi = self._reachable_lengths()
         if hi < self.min_length or lo > self.max_length:

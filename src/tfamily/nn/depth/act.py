@@ -30,6 +30,7 @@ from dataclasses import dataclass
 
 import torch
 from torch import Tensor, nn
+from ...numbers import check_int, check_number
 
 CellState = tuple[Tensor, ...]
 
@@ -55,10 +56,8 @@ class ACT(nn.Module):
         super().__init__()
         if not isinstance(cell, nn.RNNCellBase):
             raise TypeError(f"ACT wraps a torch.nn RNNCell, GRUCell or LSTMCell, got {type(cell).__name__}")
-        if isinstance(max_steps, bool) or not isinstance(max_steps, int) or max_steps < 1:
-            raise ValueError(f"ACT max_steps (M) must be an integer >= 1, got {max_steps!r}")
-        if not 0.0 < eps < 1.0:
-            raise ValueError(f"ACT eps must lie in (0, 1), got {eps!r}")
+        check_int("ACT max_steps (M)", max_steps, 1)
+        check_number("ACT eps", eps, 0.0, 1.0, lo_open=True, hi_open=True, hint="Graves: 0.01")
         self.cell, self.readout, self.max_steps, self.eps = cell, readout, max_steps, eps
         self.n_state = 2 if isinstance(cell, nn.LSTMCell) else 1  # LSTM: (h, c)
         self.halt = nn.Linear(self.n_state * cell.hidden_size, 1)

@@ -9,6 +9,7 @@ from torch import Tensor, nn
 from torch.utils.checkpoint import checkpoint
 
 from ..state import LayerState
+from ...numbers import check_int
 
 
 class Chunked(nn.Module):
@@ -25,10 +26,7 @@ class Chunked(nn.Module):
 
     def __init__(self, inner: nn.Module, chunks: int, checkpoint: bool = True):
         super().__init__()
-        if isinstance(chunks, bool) or not isinstance(chunks, int):
-            raise TypeError(f"feed-forward chunks must be an integer, got {chunks!r}")
-        if chunks < 1:
-            raise ValueError(f"feed-forward chunks must be >= 1, got {chunks}")
+        check_int("feed-forward chunks", chunks, 1)
         self.inner, self.chunks, self.checkpoint = inner, chunks, checkpoint
 
     def forward(self, x: Tensor, *, state: LayerState | None = None, padding: Tensor | None = None) -> Tensor:

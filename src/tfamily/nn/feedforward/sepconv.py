@@ -25,13 +25,13 @@ from torch import Tensor, nn
 from ...registry import ACTIVATIONS, FEEDFORWARDS
 from ..dropout import maybe_dropout
 from ..state import LayerState
+from ...numbers import check_int
 
 
 class SeparableConv1d(nn.Module):
     def __init__(self, d_in: int, d_out: int, kernel_size: int, causal: bool, bias: bool = True):
         super().__init__()
-        if isinstance(kernel_size, bool) or not isinstance(kernel_size, int) or kernel_size < 1:
-            raise ValueError(f"separable convolution kernel_size must be an integer >= 1, got {kernel_size!r}")
+        check_int("separable convolution kernel_size", kernel_size, 1)
         self.depthwise = nn.Conv1d(d_in, d_in, kernel_size, groups=d_in, bias=False)
         self.pointwise = nn.Linear(d_in, d_out, bias=bias)
         self.causal = causal

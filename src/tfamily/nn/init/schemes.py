@@ -23,6 +23,7 @@ from torch import Tensor, nn
 
 from ...registry import INITS
 from .base import InitScheme
+from ...numbers import check_flag, check_number
 
 
 class TorchDefault:
@@ -37,10 +38,8 @@ class TorchDefault:
 
 class Normal:
     def __init__(self, n_layers: int, std: float = 0.02, scale_residual: bool = True):
-        if isinstance(std, bool) or not isinstance(std, (int, float)) or not 0 < std < math.inf:
-            raise ValueError(f"init.params.std must be a positive number (GPT-2: 0.02), got {std!r}")
-        if not isinstance(scale_residual, bool):
-            raise TypeError(f"init.params.scale_residual must be true or false, got {scale_residual!r}")
+        check_number("init.params.std", std, 0.0, lo_open=True, hint="GPT-2: 0.02")
+        check_flag("init.params.scale_residual", scale_residual)
         self.std = float(std)
         self.residual_std = self.std / math.sqrt(2 * n_layers) if scale_residual else self.std
 

@@ -30,6 +30,8 @@ from einops import rearrange
 from torch import Tensor, nn
 
 from ...registry import PATTERNS
+from ..tracing import recording
+from ...numbers import check_int, check_number
 
 
 class AdaptiveSpan(nn.Module):
@@ -43,11 +45,8 @@ class AdaptiveSpan(nn.Module):
                  l1: float = 2e-6, dynamic: bool = False):
         super().__init__()
         for key, value, lo in (("max_span", max_span, 1), ("ramp", ramp, 1)):
-            if isinstance(value, bool) or not isinstance(value, int) or value < lo:
-                raise ValueError(f"adaptive_span {key} must be an integer >= {lo}, got {value!r}")
-        if not isinstance(init, (int, float)) or not 0.0 <= init <= 1.0:
-            raise ValueError(f"adaptive_span init is the initial span as a fraction of max_span, "
-                             f"in [0, 1]; got {init!r}")
+            check_int(f"adaptive_span {key}", value, lo)
+        check_number("adaptive_span init", init, 0.0, 1.0, hint="the initial span as a fraction of max_span")
         if not isinstance(l1, (int, float)) or l1 < 0:
             raise ValueError(f"adaptive_span l1 must be a number >= 0, got {l1!r}")
         self.n_heads, self.max_span, self.ramp, self.l1 = n_heads, max_span, ramp, float(l1)
@@ -115,9 +114,12 @@ class AdaptiveSpan(nn.Module):
         stays at distance q_offset + i - j from kept key j.
         """
         z = self._z(q)
-        reach = self.reach(float(z.detach().max()))
+        if recording():  # the same reach as a tensor: no host read; nothing is trimmed
+            reach = torch.ceil(z.detach().max() + self.ramp - 1e-4).clamp(1, self.max_span)
+        else:
+            reach = self.reach(float(z.detach().max()))
         start = 0
-        if self.trim:
+        if self.trim and not recording():
             # Key j is q_offset - j back from the first query, farther from every later one.
             start = max(0, q_offset - reach + 1)
         if start:

@@ -10,6 +10,7 @@ from typing import Protocol, runtime_checkable
 
 import torch
 from torch import Tensor
+from ... import numbers
 
 
 @runtime_checkable
@@ -102,10 +103,7 @@ def candidates(pattern, qpos: Tensor, kpos: Tensor, heads) -> Tensor:
 
 def check_int(owner: str, name: str, value, lo: int = 1) -> None:
     """Pattern parameters come from user specs: refuse bad values naming them and the rule."""
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"{owner}: {name} must be an integer, got {value!r}")
-    if value < lo:
-        raise ValueError(f"{owner}: {name} must be >= {lo}, got {name}={value}")
+    numbers.check_int(f"{owner}: {name}", value, lo)
 
 
 def tile_range(pos: Tensor) -> tuple[Tensor, Tensor]:

@@ -32,6 +32,7 @@ from einops import rearrange
 from torch import Tensor, nn
 
 from .absolute import sinusoid_table
+from ...numbers import check_flag, check_int
 
 
 def shift(x: Tensor, n: int, m: int) -> Tensor:
@@ -65,11 +66,8 @@ class RelativePosition(nn.Module):
     def __init__(self, d_model: int, n_heads: int, d_head: int, *, clamp_len: int | None = None,
                  same_length: bool = False):
         super().__init__()
-        if clamp_len is not None and (isinstance(clamp_len, bool) or not isinstance(clamp_len, int)
-                                      or clamp_len < 0):
-            raise ValueError(f"relative position clamp_len must be an integer >= 0 or None, got {clamp_len!r}")
-        if not isinstance(same_length, bool):
-            raise TypeError(f"relative position same_length must be a bool, got {same_length!r}")
+        check_int("relative position clamp_len", clamp_len, 0, none=True)
+        check_flag("relative position same_length", same_length)
         self.d_model, self.n_heads, self.d_head = d_model, n_heads, d_head
         self.clamp_len, self.same_length = clamp_len, same_length
         self.r_proj = nn.Linear(d_model, n_heads * d_head, bias=False)  # W_R^k

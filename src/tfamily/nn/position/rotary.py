@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import torch
 from torch import Tensor, nn
+from ...numbers import check_number
 
 
 def tables(start: int, n: int, e: int, base: float, device, dtype) -> tuple[Tensor, Tensor]:
@@ -42,8 +43,7 @@ class Rotary(nn.Module):
         if isinstance(d_head, bool) or not isinstance(d_head, int) or d_head < 2 or d_head % 2:
             raise ValueError(f"rotary positions rotate pairs of dimensions: d_head must be even, got {d_head!r}; "
                              f"choose d_model and n_heads so that d_model / n_heads is even")
-        if isinstance(base, bool) or not isinstance(base, (int, float)) or not base > 1:
-            raise ValueError(f"rotary position base must be a number > 1, got {base!r} (RoFormer: 10000)")
+        check_number("rotary position base", base, 1.0, lo_open=True, hint="RoFormer: 10000")
         self.d_head, self.base = d_head, float(base)
         self._kept: tuple[tuple, tuple[Tensor, Tensor]] | None = None  # the last call's tables
 

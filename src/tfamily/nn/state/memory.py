@@ -20,6 +20,7 @@ from torch import Tensor
 
 from .base import row_mask
 from .cache import LayerState
+from ...numbers import check_int
 
 
 def next_memory(memory: Tensor | None, inputs: Tensor | None, mem_len: int) -> Tensor | None:
@@ -57,8 +58,7 @@ class SegmentMemory(list):
 
     def __init__(self, n_layers: int, mem_len: int,
                  limits: Sequence[Callable[[], int] | None] | None = None):
-        if isinstance(mem_len, bool) or not isinstance(mem_len, int) or mem_len < 0:
-            raise ValueError(f"mem_len must be an integer >= 0, got {mem_len!r}")
+        check_int("mem_len", mem_len, 0)
         limits = list(limits) if limits is not None else [None] * n_layers
         if len(limits) != n_layers:
             raise ValueError(f"got {len(limits)} memory limits for {n_layers} layers")
@@ -88,8 +88,7 @@ class SegmentMemory(list):
         at or before t (memory entries sit at s < 0). That is what an RL replay needs: a
         rollout acted step by step, with episodes that end inside it, recomputed as one
         segment (``rl/torso.py``). The masks serve one call; ``advance`` drops them."""
-        if window is not None and (isinstance(window, bool) or not isinstance(window, int) or window < 0):
-            raise ValueError(f"window must be an integer >= 0 or None, got {window!r}")
+        check_int("window", window, 0, none=True)
         rows = next((x.shape[0] for x in [starts, *(s.memory for s in self)] if x is not None), None)
         if rows is None:
             raise ValueError("restrict needs starts or a memory to know the batch size")

@@ -24,14 +24,11 @@ from .chunks import ChunkConfig, LSHFunction, attend_plain
 from .fused import FusedLSHFunction, usable
 from .layout import make_layout
 from .rows import attend_rows
+from ....numbers import check_flag, check_int
 
 
 def _check_count(name: str, value, lo: int, fix: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"lsh {name} must be an integer, got {value!r}")
-    if value < lo:
-        raise ValueError(f"lsh {name} must be >= {lo}, got {value}; {fix}")
-    return value
+    return check_int(f"lsh {name}", value, lo, hint=fix)
 
 
 class LSHKernel:
@@ -67,8 +64,7 @@ class LSHKernel:
         self.chunk_len = (bucket_size if chunk_len is None else
                           _check_count("chunk_len", chunk_len, 1, "use a positive chunk length"))
         for flag, value in (("memory_efficient", memory_efficient), ("same_bucket_only", same_bucket_only)):
-            if not isinstance(value, bool):
-                raise TypeError(f"lsh {flag} must be True or False, got {value!r}")
+            check_flag(f"lsh {flag}", value)
         self.memory_efficient, self.same_bucket_only = memory_efficient, same_bucket_only
 
     def buckets_for(self, length: int) -> int:
