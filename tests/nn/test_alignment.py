@@ -86,3 +86,19 @@ def test_bad_inputs_are_refused():
         attend(torch.zeros(1, 1, 2), torch.zeros(1, 2, 3), torch.zeros(1, 2, dtype=torch.bool))
     with pytest.raises(ValueError, match="unknown alignment 'cosine'"):
         ALIGNMENTS.check("cosine")
+
+
+def test_attend_keeps_float64_end_to_end():
+    """fp64 scores are softmaxed in fp64 (not fp32), so weights and contexts match an fp64
+    reference to ~1e-12 (the fp32 softmax was off by ~3e-9)."""
+    g = torch.Generator().manual_seed(0)
+    scores = torch.randn(2, 3, 7, generator=g, dtype=torch.float64) * 4
+    values = torch.randn(2, 7, 5, generator=g, dtype=torch.float64)
+    ctx, w = attend(scores, values)
+    e = (scores - scores.amax(-1, keepdim=True)).exp()
+    ref = e / e.sum(-1, keepdim=True)
+    assert w.dtype == torch.float64 and (w - ref).abs().max() < 1e-12
+    assert (ctx - ref @ values).abs().max() < 1e-12
+    # narrower inputs still get an fp32 softmax
+    _, w16 = attend(scores.bfloat16(), values.bfloat16())
+    assert w16.dtype == torch.bfloat16 and torch.allclose(w16.double(), ref, atol=1e-2)

@@ -82,7 +82,8 @@ def attend(scores: Tensor, values: Tensor, padding: Tensor | None = None) -> tup
         if not bool(padding.any(-1).all()):
             raise ValueError("a source row has no real token (src_padding all False): nothing to attend to")
         scores = scores.masked_fill(~padding[:, None, :], float("-inf"))
-    weights = scores.float().softmax(-1).to(values.dtype)
+    # softmax in fp32 at least (bf16/fp16 scores would lose the small weights), fp64 kept as fp64
+    weights = scores.to(torch.promote_types(scores.dtype, torch.float32)).softmax(-1).to(values.dtype)
     return weights @ values, weights
 
 

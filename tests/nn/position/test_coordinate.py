@@ -60,3 +60,20 @@ def test_row_offsets_equal_each_row_at_its_own_offset_and_are_not_kept_stale():
     c(x, 1, off)
     off += 5  # modified in place: recomputed, not served from the kept table
     assert torch.equal(c(x, 1, off), torch.cat([Coordinate(16)(x[i:i + 1], 1, int(off[i])) for i in range(3)]))
+
+
+@pytest.mark.parametrize("offset", [5, "rows"])
+def test_float64_states_get_a_float64_table(offset):
+    """eq. 6-7 in fp64 to ~1e-12 (an fp32 table was off by ~7e-7), for cached and per-row offsets;
+    a cached fp32 table is not reused for fp64."""
+    d, n, step = 10, 6, 23
+    c = Coordinate(d)
+    c(torch.zeros(1, n, d), step, 5)  # fills the fp32 caches first
+    x = torch.zeros(2, n, d, dtype=torch.float64)
+    off = torch.tensor([5, 5]) if offset == "rows" else offset
+    got = c(x, step, off)
+    assert got.dtype == torch.float64
+    for pos in range(n):
+        for i in range(d):
+            f, w = (math.sin if i % 2 == 0 else math.cos), 10000 ** (2 * (i // 2) / d)
+            assert abs(got[0, pos, i].item() - (f((pos + 5) / w) + f(step / w))) < 1e-12

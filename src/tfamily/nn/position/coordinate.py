@@ -36,16 +36,18 @@ class Coordinate(nn.Module):
         ``offset`` may be a (b,) tensor of row offsets, whose signal is computed at each call."""
         if step < 1:
             raise ValueError(f"recurrent steps are counted from 1 (eq. 6-7), got step={step}")
-        mode = (x.device, torch.is_inference_mode_enabled())  # inference tensors stay in inference mode
+        # inference tensors stay in inference mode; fp64 states get an fp64 table (fp32 otherwise)
+        acc = torch.promote_types(x.dtype, torch.float32)
+        mode = (x.device, torch.is_inference_mode_enabled(), acc)
         if isinstance(offset, Tensor):
-            pos = sinusoid_table(positions(offset, x.shape[1], x.device), self.d_model)
+            pos = sinusoid_table(positions(offset, x.shape[1], x.device), self.d_model, acc)
         else:
             key = (*mode, offset, x.shape[1])
             if self._pos is None or self._pos[0] != key:
-                self._pos = (key, sinusoid_table(positions(offset, x.shape[1], x.device), self.d_model))
+                self._pos = (key, sinusoid_table(positions(offset, x.shape[1], x.device), self.d_model, acc))
             pos = self._pos[1]
         if self._steps is None or self._steps[0] != mode or self._steps[1].shape[0] < step:
             k = max(step, 16 if self._steps is None else 2 * self._steps[1].shape[0])
-            self._steps = (mode, sinusoid_table(torch.arange(1, k + 1, device=x.device), self.d_model))
+            self._steps = (mode, sinusoid_table(torch.arange(1, k + 1, device=x.device), self.d_model, acc))
         return x + (pos + self._steps[1][step - 1]).to(x.dtype)
 
