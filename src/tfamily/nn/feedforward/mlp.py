@@ -12,6 +12,8 @@ ACTIVATIONS.register("relu", nn.ReLU)
 ACTIVATIONS.register("gelu", nn.GELU)
 # GPT-2's (and BERT's released code's) tanh approximation of GELU (Hendrycks & Gimpel 2016, section 2).
 ACTIVATIONS.register("gelu_tanh", lambda: nn.GELU(approximate="tanh"))
+# SiLU = Swish-1 (Ramachandran et al. 2017): x * sigmoid(x), SwiGLU's gate (feedforward/glu.py).
+ACTIVATIONS.register("silu", nn.SiLU)
 
 
 class MLP(nn.Module):
