@@ -38,10 +38,11 @@ from torch import Tensor, nn
 from ..state import LayerState
 
 
-def _offset(state: Sequence[LayerState] | None) -> int:
-    """Absolute position of the first new token: the cached length before this call."""
+def _offset(state: Sequence[LayerState] | None) -> int | Tensor:
+    """Absolute position of the first new token: the cached length before this call (per row,
+    (b,), when the cache holds left-padded rows: ``KVCache.start``)."""
     cache = state[0].cache if state else None
-    return 0 if cache is None else cache.length
+    return 0 if cache is None else cache.start
 
 
 def _check_state(state: Sequence[LayerState] | None, n_steps: int) -> None:

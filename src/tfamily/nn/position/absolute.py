@@ -22,14 +22,16 @@ class InputPosition(Protocol):
 
 
 def positions(offset: int | Tensor, n: int, device) -> Tensor:
-    """(n,) positions offset..offset+n-1, or (b, n) for a (b,) tensor of row offsets."""
+    """(n,) positions offset..offset+n-1, or (b, n) for a (b,) tensor of row offsets. A row's
+    offset is negative when its prompt is left-padded (batched prompts of different lengths):
+    the padding's positions are clamped to 0, and attention never reads those entries."""
     steps = torch.arange(n, device=device)
     if not isinstance(offset, Tensor):
         return steps + offset
     if offset.dim() != 1 or offset.dtype.is_floating_point or offset.dtype == torch.bool:
         raise ValueError(f"row offsets must be a (batch,) integer tensor, got {offset.dtype} of shape "
                          f"{tuple(offset.shape)}")
-    return offset.to(device)[:, None] + steps
+    return (offset.to(device)[:, None] + steps).clamp_min(0)
 
 
 def sinusoid_table(positions: Tensor, d_model: int, dtype: torch.dtype = torch.float32) -> Tensor:

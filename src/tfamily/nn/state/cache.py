@@ -20,6 +20,14 @@ class KVCache:
         self._k: Tensor | None = None
         self._v: Tensor | None = None
         self.length = 0
+        # (b,) columns of left padding per row (prompts of different lengths in one batch), or None
+        self.pads: Tensor | None = None
+
+    @property
+    def start(self) -> int | Tensor:
+        """The position of the next token: the cached length, or per row (b,) the cached length
+        less the row's left padding, so a padded row counts positions from its first real token."""
+        return self.length if self.pads is None else self.length - self.pads
 
     def append(self, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
         """Add ``(b, h_kv, t, e)`` keys/values; return all keys/values so far."""
@@ -52,10 +60,13 @@ class KVCache:
         """Select batch rows (beam search keeps the surviving beams)."""
         if self._k is not None:
             self._k, self._v = self._k.index_select(0, index), self._v.index_select(0, index)
+        if self.pads is not None:
+            self.pads = self.pads.index_select(0, index)
 
     def clear(self) -> None:
         self._k = self._v = None
         self.length = 0
+        self.pads = None
 
 
 @dataclass
@@ -118,9 +129,23 @@ class CacheState(list):
     carried = False
 
     @property
-    def offset(self) -> int:
+    def offset(self) -> int | Tensor:
+        """The cached length; a (b,) tensor of per-row positions after ``pad_left``."""
         cache = self[0].cache if self else None
-        return 0 if cache is None else cache.length
+        return 0 if cache is None else cache.start
+
+    def pad_left(self, pads: Tensor) -> None:
+        """Rows begin with ``pads`` (b,) columns of left padding: positions count from each row's
+        first real token (the callers mask the padding with ``key_padding``). Set before the
+        first call; ``reset`` forgets it."""
+        if any(s.cache is not None and s.cache.length for s in self):
+            raise ValueError("pad_left must come before the first call: this cache already holds "
+                             "tokens; make a new state with model.new_state()")
+        if pads.dim() != 1 or pads.dtype.is_floating_point or pads.dtype == torch.bool:
+            raise ValueError(f"pads must be a (batch,) integer tensor, got {pads.dtype} of shape {tuple(pads.shape)}")
+        for s in self:
+            if s.cache is not None:
+                s.cache.pads = pads.clone()
 
     def advance(self, n: int) -> None:
         """Nothing to do: attention appended this call's keys and values already."""
@@ -132,6 +157,9 @@ class CacheState(list):
                 if c is not None and c.kv is not None:
                     out[f"{kind}.{i}.k"], out[f"{kind}.{i}.v"] = (t.clone() for t in c.kv)
             out.update({f"part.{i}.{name}": t.clone() for name, t in s.parts.items()})
+        pads = self[0].cache.pads if self and self[0].cache is not None else None
+        if pads is not None:
+            out["pads"] = pads.clone()
         return out
 
     def load_state_dict(self, state: dict) -> None:
@@ -145,6 +173,8 @@ class CacheState(list):
                     c.append(k, v) if kind == "cache" else c.set(k, v)
             prefix = f"part.{i}."
             s.parts = {key[len(prefix):]: t.clone() for key, t in state.items() if key.startswith(prefix)}
+            if s.cache is not None and "pads" in state:
+                s.cache.pads = state["pads"].clone()
 
     def reorder(self, index: Tensor) -> None:
         for s in self:
