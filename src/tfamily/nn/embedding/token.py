@@ -7,6 +7,8 @@ import math
 import torch
 from torch import Tensor, nn
 
+from ..tracing import recording
+
 
 class TokenEmbedding(nn.Module):
     def __init__(self, vocab_size: int, d_model: int, scale: bool = True):
@@ -29,10 +31,11 @@ def check_tokens(tokens: Tensor, vocab_size: int) -> None:
     if tokens.numel() == 0:  # a mean over no positions is NaN, and nothing downstream says why
         raise ValueError(f"tokens have shape {tuple(tokens.shape)}: an empty batch or sequence; pass at "
                          f"least one row of at least one token")
-    if tokens.device.type != "cpu" or torch.compiler.is_compiling():
+    if tokens.device.type != "cpu" or recording():
         # Reading min/max back would stall the host on every forward (and break a compiled or
-        # exported graph in two); the device checks instead (an out-of-range id would otherwise
-        # fail inside the embedding's gather with no hint which id or table).
+        # exported graph in two, or vanish from a traced one); the device checks instead (an
+        # out-of-range id would otherwise fail inside the embedding's gather with no hint which
+        # id or table).
         torch._assert_async(((tokens >= 0) & (tokens < vocab_size)).all(),
                             f"a token id is outside the vocabulary [0, {vocab_size - 1}]; "
                             f"raise vocab_size or fix the tokenizer")

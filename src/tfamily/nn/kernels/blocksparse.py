@@ -20,6 +20,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from ..patterns import Causal, Full, Pattern, PerHead
+from ..tracing import recording
 from . import fused_blocks
 from .base import allowed_mask
 from .flash_lse import attention_with_lse
@@ -55,7 +56,10 @@ class BlockSparseKernel:
             return _SDPA(q, k, v, pattern=pattern, q_offset=q_offset, key_padding=key_padding, bias=bias,
                          dropout_p=dropout_p, scale=scale)
         scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
-        if q.shape[-2] < min_block(self.block_size):  # decode steps: an n x m mask is linear in m
+        # Decode steps: an n x m mask is linear in m. While recording a graph (torch.export, ONNX,
+        # TorchScript) too: the tile plan is Python over the example's length and its fast path a
+        # custom op, so an exported sparse member computes its pattern as a dense mask.
+        if recording() or q.shape[-2] < min_block(self.block_size):
             return dense_attention(q, k, v, pattern, q_offset, key_padding, bias, dropout_p, scale), None
         heads = tuple(range(q.shape[1]))
         ctx = dict(q_offset=q_offset, key_padding=key_padding, dropout_p=dropout_p, scale=scale,
@@ -80,7 +84,7 @@ def dense_attention(q, k, v, pattern, q_offset, key_padding, bias, dropout_p, sc
     mask = torch.zeros((), dtype=q.dtype, device=q.device) if bias is None else bias.to(q.dtype)
     mask = mask.masked_fill(~allowed, torch.finfo(q.dtype).min)
     out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p, scale=scale,
-                                         enable_gqa=k.shape[1] != q.shape[1])
+                                         enable_gqa=bool(k.shape[1] != q.shape[1]))
     return out * allowed.any(-1, keepdim=True)
 
 

@@ -55,7 +55,7 @@ class SDPAKernel:
                 mask = bias
         out = F.scaled_dot_product_attention(
             q, k, v, attn_mask=mask, dropout_p=dropout_p, is_causal=is_causal, scale=scale,
-            enable_gqa=k.shape[1] != q.shape[1])
+            enable_gqa=bool(k.shape[1] != q.shape[1]))
         return (out if live is None else out * live), None
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
+from ..tracing import recording
 from .absolute import positions, sinusoid_table
 
 
@@ -38,6 +39,10 @@ class Coordinate(nn.Module):
             raise ValueError(f"recurrent steps are counted from 1 (eq. 6-7), got step={step}")
         # inference tensors stay in inference mode; fp64 states get an fp64 table (fp32 otherwise)
         acc = torch.promote_types(x.dtype, torch.float32)
+        if recording():  # a cached table would be frozen into the graph at the example's length
+            pos = sinusoid_table(positions(offset, x.shape[1], x.device), self.d_model, acc)
+            at_step = sinusoid_table(torch.arange(step, step + 1, device=x.device), self.d_model, acc)[0]
+            return x + (pos + at_step).to(x.dtype)
         mode = (x.device, torch.is_inference_mode_enabled(), acc)
         if isinstance(offset, Tensor):
             pos = sinusoid_table(positions(offset, x.shape[1], x.device), self.d_model, acc)
