@@ -36,6 +36,7 @@ import torch
 from torch import Tensor, nn
 
 from ..state import LayerState
+from ..tracing import recording
 
 
 def _offset(state: Sequence[LayerState] | None) -> int | Tensor:
@@ -127,7 +128,9 @@ class UniversalACT(nn.Module):
         acc = torch.zeros_like(x)
         steps = 0
         for t in range(self.max_steps):
-            if state is None and bool(halted.all()):
+            # Once every position halted, later steps change nothing (their weights are 0): stop
+            # early, except in a recorded graph, which cannot branch on a value and runs them all.
+            if state is None and not recording() and bool(halted.all()):
                 break
             x = self.coordinate(x, t + 1, offset)
             p = self.halting(x)
