@@ -82,8 +82,11 @@ def add_parser(sub) -> None:
 
     p = sub.add_parser("generate", help="sample text from a checkpoint")
     p.add_argument("checkpoint", metavar="DIR", help="run directory or checkpoint directory")
-    p.add_argument("--prompt", default="", help="text to continue (default: a new line)")
+    p.add_argument("--prompt", action="append", metavar="TEXT",
+                   help="text to continue (default: a new line); repeat for a batch, printed when done")
     p.add_argument("--tokens", type=int, default=500, help="how many tokens to generate")
+    p.add_argument("--stop", action="append", default=[], metavar="STR",
+                   help="end a prompt's text where it reaches STR (left out); repeatable")
     p.add_argument("--temperature", type=float, default=0.8)
     p.add_argument("--top-k", type=int)
     p.add_argument("--top-p", type=float)
@@ -209,11 +212,18 @@ def _eval(args) -> int:
 
 
 def _generate(args) -> int:
-    from .sample import load_trained, sample_text
+    from .sample import load_trained, sample_text, stream_text
+    prompts = args.prompt or [""]
     tr = load_trained(args.checkpoint, args.device)
-    print(args.prompt, end="", flush=True)
-    sample_text(tr, args.prompt, args.tokens, temperature=args.temperature, top_k=args.top_k, top_p=args.top_p,
-                greedy=args.greedy, seed=args.seed, on_text=lambda s: print(s, end="", flush=True))
+    kw = dict(temperature=args.temperature, top_k=args.top_k, top_p=args.top_p, greedy=args.greedy, seed=args.seed,
+              stop=args.stop)
+    if len(prompts) > 1:
+        print("\n\n".join(p + t for p, t in zip(prompts, sample_text(tr, prompts, args.tokens, **kw))))
+        return 0
+    steps = stream_text(tr, prompts[0], args.tokens, **kw)  # checks everything before the prompt is printed
+    print(prompts[0], end="", flush=True)
+    for pieces in steps:
+        print(pieces[0], end="", flush=True)
     print()
     return 0
 

@@ -1,9 +1,11 @@
-"""Using a trained checkpoint: rebuild its model and vocabulary, evaluate, write text."""
+"""Using a trained checkpoint: rebuild its model and vocabulary, evaluate, write text (one prompt
+or a batch, streamed, with stop strings)."""
 from __future__ import annotations
 
 import contextlib
 import time
-from dataclasses import dataclass
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
@@ -11,7 +13,8 @@ from torch import nn
 
 from ..build import build
 from ..data import vocab_from_json
-from ..models.generate import generate
+from ..models.generate import check_left_padding, left_pad
+from ..models.generate import stream as stream_tokens
 from ..spec import Spec
 from . import checkpoint
 from .config import from_dict
@@ -104,36 +107,127 @@ def evaluate_trained(tr: Trained, *, split: str = "val", max_tokens: int | None 
             f"{split}_ppl": e["ppl"], f"{split}_acc": e["acc"], "mem_len": mem_len, "checkpoint": str(tr.path)}
 
 
-def sample_text(tr: Trained, prompt: str, n_tokens: int, *, temperature: float = 0.8, top_k: int | None = None,
-                top_p: float | None = None, greedy: bool = False, seed: int = 0, on_text=None) -> str:
-    """Continue ``prompt`` by ``n_tokens`` tokens; returns the continuation.
+def sample_text(tr: Trained, prompt: str | Sequence[str], n_tokens: int, *, temperature: float = 0.8,
+                top_k: int | None = None, top_p: float | None = None, greedy: bool = False, seed: int = 0,
+                stop: Sequence[str] = (), on_text=None) -> str | list[str]:
+    """Continue ``prompt`` by ``n_tokens`` tokens, or until the text reaches a ``stop`` string
+    (left out of the result); returns the continuation. A list of prompts is decoded as one
+    batch and returns one continuation per prompt, each what the prompt alone would give
+    (row r samples with seed ``seed + r``). ``on_text`` sees the first row's text as it comes."""
+    single = isinstance(prompt, str)
+    texts = [""] * (1 if single else len(prompt))
+    for pieces in stream_text(tr, prompt, n_tokens, temperature=temperature, top_k=top_k, top_p=top_p,
+                              greedy=greedy, seed=seed, stop=stop):
+        texts = [t + p for t, p in zip(texts, pieces)]
+        if on_text is not None and pieces[0]:
+            on_text(pieces[0])
+    return texts[0] if single else texts
 
-    Context is capped at the training length: when it is full the model restarts
-    from the newest half (the KV cache cannot drop its oldest entries, and a
-    model attends well only over lengths it was trained on)."""
-    if tr.vocab is None:
-        raise ValueError(f"{tr.path} was trained on a synthetic task, not text; generate needs a text checkpoint")
+
+def stream_text(tr: Trained, prompt: str | Sequence[str], n_tokens: int, *, temperature: float = 0.8,
+                top_k: int | None = None, top_p: float | None = None, greedy: bool = False, seed: int = 0,
+                stop: Sequence[str] = ()) -> Iterator[list[str]]:
+    """Yield, step by step, the new text of each prompt's continuation ("" where a row has none
+    yet). Text that may be the start of a stop string is held back until it is not; a row ends
+    at its first stop string or after ``n_tokens`` tokens, the rows independently.
+
+    Context is capped at the training length: when a row's context is full it restarts
+    from its newest half (the KV cache cannot drop its oldest entries, and a model attends
+    well only over lengths it was trained on)."""
+    prompts = [prompt] if isinstance(prompt, str) else list(prompt)
+    _check_text_model(tr)
     if n_tokens < 0:
         raise ValueError(f"--tokens must be >= 0, got {n_tokens}")
-    dev = next(tr.model.parameters()).device
-    ids = tr.vocab.encode(prompt) if prompt else torch.zeros(0, dtype=torch.long)
-    if len(ids) == 0:
-        ids = tr.vocab.encode("\n") if "\n" in getattr(tr.vocab, "chars", "\n") else torch.zeros(1, dtype=torch.long)
+    if not prompts or not all(isinstance(p, str) for p in prompts):
+        raise ValueError(f"prompts must be one string or a non-empty list of strings, got {prompt!r}")
+    stop = [stop] if isinstance(stop, str) else list(stop)
+    for s in stop:
+        if not isinstance(s, str) or not s:
+            raise ValueError(f"a stop string must be non-empty text, got {s!r}; e.g. --stop $'\\n\\n'")
     limit = tr.seq_len
     if tr.spec.position.name == "learned":
         limit = min(limit, tr.spec.position.max_len)
-    g = torch.Generator(device=dev).manual_seed(seed)
-    out: list[int] = []
-    context = ids[-limit:].tolist()
-    while len(out) < n_tokens:
-        room = min(n_tokens - len(out), limit - len(context))
-        if room <= 0:
-            context = context[-(limit // 2):]
-            continue
-        seq = generate(tr.model, torch.tensor([context], device=dev), room, greedy=greedy, temperature=temperature,
-                       top_k=top_k, top_p=top_p, generator=g,
-                       on_token=(lambda t: on_text(tr.vocab.decode(t[0]))) if on_text else None)
-        new = seq[0, len(context):].tolist()
-        out += new
-        context += new
-    return tr.vocab.decode(out)
+    rows = [_Row(_prompt_ids(tr, p)[-limit:].tolist()) for p in prompts]
+    if len({len(r.context) for r in rows}) > 1:
+        _check_batch(tr, rows, limit)
+    dev = next(tr.model.parameters()).device
+    gens = [torch.Generator(device=dev).manual_seed(seed + r) for r in range(len(rows))]
+    pick = dict(greedy=greedy, temperature=temperature, top_k=top_k, top_p=top_p)
+    return _write(tr, rows, n_tokens, limit, stop, gens, pick)
+
+
+@dataclass
+class _Row:
+    """One prompt's continuation: the model's context, the new ids, and how much of their
+    text the caller has been given."""
+    context: list[int]
+    new: list[int] = field(default_factory=list)
+    shown: int = 0
+    done: bool = False
+
+    def take(self, text: str, stop: list[str], final: bool = False) -> str:
+        """The part of ``text`` (the continuation decoded so far) the caller may see now."""
+        hits = [i for i in (text.find(s) for s in stop) if i >= 0]
+        if hits:
+            self.done, end = True, min(hits)
+        elif final:
+            end = len(text)
+        else:  # a possible start of a stop string, or a character cut mid-bytes, waits
+            held = max((k for s in stop for k in range(1, len(s)) if text.endswith(s[:k])), default=0)
+            end = len(text) - max(held, int(text.endswith("\ufffd")))
+        piece, self.shown = text[self.shown:end], max(self.shown, end)
+        return piece
+
+
+def _write(tr: Trained, rows: list[_Row], n_tokens: int, limit: int, stop: list[str], gens: list, pick: dict):
+    dev = next(tr.model.parameters()).device
+    while live := [r for r, row in enumerate(rows) if not row.done and len(row.new) < n_tokens]:
+        for r in live:  # rows are in step: they all have n_tokens - len(new) to go
+            if len(rows[r].context) >= limit:
+                rows[r].context = rows[r].context[-(limit // 2):]
+        room = min(n_tokens - len(rows[live[0]].new), *(limit - len(rows[r].context) for r in live))
+        ids, padding = left_pad([torch.tensor(rows[r].context, device=dev) for r in live])
+        steps = stream_tokens(tr.model, ids, room, padding=padding, generator=[gens[r] for r in live], **pick)
+        for nxt in steps:
+            pieces = [""] * len(rows)
+            for r, t in zip(live, nxt.tolist()):
+                row = rows[r]
+                if not row.done:
+                    row.context.append(t)
+                    row.new.append(t)
+                    pieces[r] = row.take(tr.vocab.decode(row.new), stop)
+            yield pieces
+            if all(rows[r].done for r in live):
+                steps.close()
+                break
+    yield [row.take(tr.vocab.decode(row.new), stop, final=True) if not row.done else "" for row in rows]
+
+
+def _member(tr: Trained) -> str:
+    return str(tr.meta.get("config", {}).get("member", "?"))
+
+
+def _check_text_model(tr: Trained) -> None:
+    """Only a decoder trained on text continues text; say what to use instead."""
+    if tr.spec.model != "decoder":
+        what = "an encoder (masked LM)" if tr.spec.model == "encoder" else "an encoder-decoder (it decodes a source)"
+        raise ValueError(f"member {_member(tr)!r} is {what} and cannot continue a prompt; score it with "
+                         f"`tfamily eval {tr.path}`, or train a decoder such as gpt to generate")
+    if tr.vocab is None:
+        raise ValueError(f"member {_member(tr)!r} at {tr.path} was trained on a synthetic task, not text; score it "
+                         f"with `tfamily eval {tr.path}` (generate needs a text checkpoint)")
+
+
+def _check_batch(tr: Trained, rows: list[_Row], limit: int) -> None:
+    ids, padding = left_pad([torch.tensor(r.context) for r in rows])
+    try:
+        check_left_padding(tr.model, tr.model.new_state(), (~padding).sum(1), limit)
+    except ValueError as e:
+        raise ValueError(f"member {_member(tr)!r}: {e}") from None
+
+
+def _prompt_ids(tr: Trained, prompt: str) -> torch.Tensor:
+    ids = tr.vocab.encode(prompt) if prompt else torch.zeros(0, dtype=torch.long)
+    if len(ids) == 0:
+        ids = tr.vocab.encode("\n") if "\n" in getattr(tr.vocab, "chars", "\n") else torch.zeros(1, dtype=torch.long)
+    return ids
