@@ -30,6 +30,8 @@ COMMANDS = {
     "repro": ("tfamily.repro.cli", "reproduce a paper's experiment"),
     "patterns": ("tfamily.bench.cli", "draw every attention pattern as a PNG"),
     "rl": ("tfamily.rl.cli", "reinforcement learning: PPO with memory torsos on gymnasium/POPGym"),
+    "convert": ("tfamily.pretrained.cli", "import a local Hugging Face checkpoint (config.json + "
+                                          "model.safetensors) as a tfamily run directory"),
 }
 
 

@@ -35,6 +35,7 @@ from .download import ChecksumError, md5_file, verify_file
 from .download import download as download_dataset
 from .paths import DataNotFoundError, find_file
 from .sources import DATASETS, GCIDE_TEXT_MD5, OFFLINE_FILES
+from .tokenizer import TokenizerVocab
 from .vocab import ByteVocab, CharVocab
 
 __all__ = ["Corpus", "CorpusSpec", "CORPORA", "load_corpus", "clear_corpus_cache"]
@@ -122,12 +123,12 @@ def load_corpus(
     """
     name, path, spec = _locate(name_or_path, data_dir, download)
     vocab = spec.vocab if vocab is None else vocab
-    if isinstance(vocab, (ByteVocab, CharVocab)):
+    if isinstance(vocab, (ByteVocab, CharVocab, TokenizerVocab)):
         vocab_key = json.dumps(vocab.to_json())
     elif vocab in ("byte", "char"):
         vocab_key = vocab
     else:
-        raise ValueError(f"vocab={vocab!r} is not valid; use 'byte', 'char' or a ByteVocab/CharVocab object")
+        raise ValueError(f"vocab={vocab!r} is not valid; use 'byte', 'char' or a ByteVocab/CharVocab/TokenizerVocab object")
     st = path.stat()
     key = (name, str(path.resolve()), st.st_size, st.st_mtime_ns, vocab_key)
     if verify:

@@ -178,9 +178,10 @@ def _code_points(text: str) -> np.ndarray:
     return np.frombuffer(text.encode("utf-32-le"), dtype=np.uint32)
 
 
-def vocab_from_json(d: dict) -> ByteVocab | CharVocab:
+def vocab_from_json(d: dict):
     """Rebuild a vocabulary from its `to_json()` dict."""
-    kinds = {"byte": ByteVocab, "char": CharVocab}
+    from .tokenizer import TokenizerVocab  # a subword vocabulary (tfamily convert)
+    kinds = {"byte": ByteVocab, "char": CharVocab, "tokenizer": TokenizerVocab}
     kind = d.get("type") if isinstance(d, dict) else None
     if kind not in kinds:
         raise ValueError(f"unknown vocabulary {d!r}; expected a dict with 'type' in {sorted(kinds)}")

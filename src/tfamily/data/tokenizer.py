@@ -1,0 +1,62 @@
+"""A subword vocabulary read from a Hugging Face ``tokenizer.json`` (the ``tokenizers``
+library), so a model imported with ``tfamily convert`` encodes and decodes text as it was
+trained to. Serialised whole into the checkpoint's meta.json, like the other vocabularies."""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import torch
+
+from .vocab import _check_range, _ids_to_numpy
+
+
+class TokenizerVocab:
+    name = "tokenizer"
+
+    def __init__(self, spec: str):
+        try:
+            from tokenizers import Tokenizer
+        except ImportError as e:
+            raise ImportError("a tokenizer.json vocabulary needs the tokenizers package: pip install tokenizers") from e
+        if not isinstance(spec, str):
+            raise TypeError(f"TokenizerVocab takes the text of a tokenizer.json, got {type(spec).__name__}")
+        try:
+            self._tok = Tokenizer.from_str(spec)
+        except Exception as e:  # tokenizers raises its own exception type for a malformed file
+            raise ValueError(f"not a valid tokenizer.json ({str(e)[:200]}); save it again with the tokenizer's "
+                             f"save_pretrained") from e
+        self.json = spec
+        self.size = self._tok.get_vocab_size(with_added_tokens=True)
+
+    def encode_array(self, text: str) -> np.ndarray:
+        """Text -> (n,) int32 ids, without special tokens added."""
+        if not isinstance(text, str):
+            raise TypeError(f"TokenizerVocab.encode takes str, got {type(text).__name__}")
+        return np.asarray(self._tok.encode(text, add_special_tokens=False).ids, dtype=np.int32)
+
+    def encode(self, text: str) -> torch.Tensor:
+        return torch.from_numpy(self.encode_array(text)).long()
+
+    def decode(self, ids: Any) -> str:
+        arr = _ids_to_numpy(ids)
+        _check_range(arr, self.size, "tokenizer")
+        return self._tok.decode(arr.tolist(), skip_special_tokens=False)
+
+    def to_json(self) -> dict:
+        return {"type": "tokenizer", "json": self.json}
+
+    @classmethod
+    def from_json(cls, d: dict) -> TokenizerVocab:
+        if not isinstance(d, dict) or d.get("type") != "tokenizer" or not isinstance(d.get("json"), str):
+            raise ValueError("not a tokenizer vocabulary; expected {'type': 'tokenizer', 'json': <tokenizer.json text>}")
+        return cls(d["json"])
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, TokenizerVocab) and other.json == self.json
+
+    def __hash__(self) -> int:
+        return hash(self.json)
+
+    def __repr__(self) -> str:
+        return f"TokenizerVocab(size={self.size})"

@@ -1,0 +1,64 @@
+"""Start from a pretrained checkpoint: a local Hugging Face directory (``config.json`` and
+``model.safetensors``) becomes a built tfamily model and its spec.
+
+    model, spec = tfamily.from_pretrained("path/to/gpt2")
+
+Each supported architecture is one small module mapping its config to a ``Spec`` (the choices
+it makes on each axis) and its weights to the built model's names; ``load`` reads and checks.
+No network, and never a pickle. ``tfamily convert`` writes the result as a tfamily checkpoint.
+"""
+from __future__ import annotations
+
+import importlib
+from pathlib import Path
+from typing import NamedTuple
+
+import torch
+from torch import nn
+
+from ..spec import Spec
+from .load import PretrainedError, Weights, load_into, read_config, read_tensors
+
+# model_type in config.json -> the module that maps it.
+FAMILIES = {"gpt2": "gpt2", "llama": "llama", "mistral": "llama", "bert": "bert", "roberta": "bert"}
+
+
+class Pretrained(NamedTuple):
+    model: nn.Module
+    spec: Spec
+
+
+def family(config: dict, path: Path):
+    kind = config.get("model_type")
+    if kind not in FAMILIES:
+        raise PretrainedError(f"{path / 'config.json'} has model_type {kind!r}, which tfamily does not import; "
+                              f"supported: {', '.join(FAMILIES)}")
+    return importlib.import_module(f"{__name__}.{FAMILIES[kind]}")
+
+
+def spec_of(path: str | Path) -> Spec:
+    """The spec a checkpoint directory maps to, without reading its weights."""
+    path = Path(path).expanduser()
+    config = read_config(path)
+    return family(config, path).spec(config)
+
+
+def from_pretrained(path: str | Path, dtype: torch.dtype = torch.float32) -> Pretrained:
+    """The model of the Hugging Face checkpoint directory ``path``, built by tfamily, its weights
+    loaded and cast to ``dtype``, in eval mode; with its spec."""
+    from ..build import build
+    if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
+        raise TypeError(f"dtype must be a floating torch.dtype, got {dtype!r}; e.g. torch.bfloat16")
+    path = Path(path).expanduser()
+    config = read_config(path)
+    fam = family(config, path)
+    spec = fam.spec(config)
+    tensors = read_tensors(path)
+    weights = Weights(tensors, fam.PREFIXES, fam.IGNORE)
+    state = fam.weights(config, spec, weights)
+    model = build(spec).to(dtype)
+    load_into(model, state, weights, path)
+    return Pretrained(model.eval(), spec)
+
+
+__all__ = ["from_pretrained", "spec_of", "Pretrained", "PretrainedError", "FAMILIES"]

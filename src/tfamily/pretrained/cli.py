@@ -1,0 +1,71 @@
+"""`tfamily convert DIR --out OUT`: a Hugging Face checkpoint directory as a tfamily run
+directory, which `tfamily eval` and `tfamily generate` read like a trained one.
+
+    tfamily convert path/to/gpt2 --out runs/gpt2
+    tfamily generate runs/gpt2 --prompt "Hello" --tokens 40 --greedy
+
+The run holds one checkpoint at step 0: the weights, the spec, the tokenizer (from the
+directory's tokenizer.json, when there is one) and a config whose data section names the
+corpus `tfamily eval` scores (``--corpus``, ``--seq-len``). Everything is checked before
+anything is written.
+"""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+HELP = "import a local Hugging Face checkpoint (config.json + model.safetensors) as a tfamily run directory"
+DTYPES = ("fp32", "bf16")
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("convert", help=HELP, description=__doc__.split("\n\n")[0])
+    p.add_argument("checkpoint", metavar="DIR", help="the directory save_pretrained wrote")
+    p.add_argument("--out", metavar="OUT", required=True, help="the tfamily run directory to write (must not exist)")
+    p.add_argument("--dtype", choices=DTYPES, default="fp32", help="the weights' precision in the run (default fp32)")
+    p.add_argument("--corpus", default="tinyshakespeare", help="the corpus `tfamily eval` scores (default tinyshakespeare)")
+    p.add_argument("--seq-len", type=int, help="context length for eval and generate (default: the model's, at most 1024)")
+    p.add_argument("--debug", action="store_true", help="show tracebacks instead of one-line errors")
+    p.set_defaults(func=_convert)
+
+
+def _convert(args) -> int:
+    path = convert(args.checkpoint, args.out, dtype=args.dtype, corpus=args.corpus, seq_len=args.seq_len)
+    print(f"wrote {path}")
+    return 0
+
+
+def convert(src: str | Path, out: str | Path, *, dtype: str = "fp32", corpus: str | None = "tinyshakespeare",
+            seq_len: int | None = None) -> Path:
+    """Write the checkpoint directory ``src`` as the run directory ``out``; returns the checkpoint."""
+    import torch
+
+    from ..data.tokenizer import TokenizerVocab
+    from ..train import checkpoint
+    from ..train.config import Config, DataConfig
+    from . import from_pretrained
+    if dtype not in DTYPES:
+        raise ValueError(f"dtype must be one of {DTYPES}, got {dtype!r}")
+    if seq_len is not None and (isinstance(seq_len, bool) or not isinstance(seq_len, int) or seq_len < 1):
+        raise ValueError(f"--seq-len must be an integer >= 1, got {seq_len!r}")
+    src, out = Path(src).expanduser(), Path(out).expanduser()
+    if out.exists() and any(out.iterdir()):
+        raise FileExistsError(f"--out {out} exists and is not empty; pick a new directory or remove it")
+    model, spec = from_pretrained(src, dtype=torch.bfloat16 if dtype == "bf16" else torch.float32)
+    tok = src / "tokenizer.json"
+    vocab = TokenizerVocab(tok.read_text(encoding="utf-8")) if tok.is_file() else None
+    if vocab is not None and vocab.size > spec.vocab_size:
+        raise ValueError(f"{tok} has {vocab.size} tokens but config.json's vocab_size is {spec.vocab_size}; "
+                         f"the tokenizer belongs to another model: copy the matching tokenizer.json")
+    if vocab is None:
+        print(f"tfamily convert: note: {src} has no tokenizer.json; `tfamily generate` needs one "
+              f"(copy it beside config.json and convert again)", file=sys.stderr)
+    seq_len = seq_len or min(spec.position.max_len, 1024)
+    member = "bert" if spec.model == "encoder" else "gpt"
+    cfg = Config(member=member, name=out.name, data=DataConfig(corpus=corpus, seq_len=seq_len))
+    meta = {"tokens": 0, "elapsed": 0.0, "world_size": 1, "spec": spec.to_dict(), "config": cfg.to_dict(),
+            "vocab": vocab.to_json() if vocab is not None else None,
+            "source": {"name": f"pretrained:{src.name}", "kind": "text", "seq_len": seq_len, "unit": "tokens"},
+            "scheduler": {}, "optimizer": None, "rng": {}, "data": {}, "precision": dtype,
+            "metrics": {"train_loss": None, "val": None}, "pretrained": str(src.resolve())}
+    return checkpoint.write(out / "checkpoints", 0, model, {}, meta, keep=1)

@@ -1,0 +1,148 @@
+"""Reading a Hugging Face checkpoint directory (``config.json`` plus safetensors, as
+``save_pretrained`` writes it) into a built tfamily model, offline and without unpickling.
+
+A family module (``gpt2``, ``llama``, ``bert``) maps the config to a ``Spec`` and the weights
+to the built model's names; this module reads the files, checks every name and shape, and
+loads. Every refusal is one line naming the field, file or weight and the fix.
+"""
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import torch
+from safetensors import SafetensorError
+from safetensors.torch import load_file
+from torch import Tensor, nn
+
+_FIX_BIN = ("convert it once with transformers: AutoModel.from_pretrained(DIR).save_pretrained(DIR) "
+            "writes model.safetensors")
+
+
+class PretrainedError(ValueError):
+    """A directory that cannot be read as a Hugging Face checkpoint, or does not fit tfamily."""
+
+
+def read_config(path: Path) -> dict:
+    """``config.json`` of the checkpoint directory ``path``."""
+    if not path.exists():
+        raise FileNotFoundError(f"{path} does not exist; pass the directory save_pretrained wrote")
+    if not path.is_dir() or not (path / "config.json").is_file():
+        raise PretrainedError(f"{path} is not a Hugging Face checkpoint directory (no config.json); pass the "
+                              f"directory save_pretrained wrote (config.json + model.safetensors)")
+    try:
+        config = json.loads((path / "config.json").read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise PretrainedError(f"{path / 'config.json'} is not valid JSON ({e}); re-save the model") from e
+    if not isinstance(config, dict):
+        raise PretrainedError(f"{path / 'config.json'} is not a JSON object; re-save the model")
+    return config
+
+
+def read_tensors(path: Path) -> dict[str, Tensor]:
+    """Every tensor of the directory's ``model.safetensors`` or its shards (the index file's)."""
+    index = path / "model.safetensors.index.json"
+    if index.is_file():
+        try:
+            files = sorted(set(json.loads(index.read_text(encoding="utf-8"))["weight_map"].values()))
+        except (json.JSONDecodeError, KeyError, TypeError, AttributeError) as e:
+            raise PretrainedError(f"{index} has no valid weight_map ({e}); re-save the model") from e
+    elif (path / "model.safetensors").is_file():
+        files = ["model.safetensors"]
+    elif any(path.glob("pytorch_model*.bin")):
+        raise PretrainedError(f"{path} holds pytorch_model.bin, a pickle, which tfamily never loads; {_FIX_BIN}")
+    else:
+        raise PretrainedError(f"{path} has config.json but no model.safetensors; copy the weights file beside "
+                              f"it (save_pretrained writes both)")
+    tensors: dict[str, Tensor] = {}
+    for name in files:
+        f = path / name
+        if Path(name).name != name or not f.is_file():
+            raise PretrainedError(f"{index} names shard {name!r}, which is not a file in {path}; copy every "
+                                  f"shard beside the index")
+        try:
+            tensors.update(load_file(str(f)))
+        except SafetensorError as e:
+            raise PretrainedError(f"{f} cannot be read ({e}); the file is corrupt: download or save it again") from e
+    return tensors
+
+
+def field(config: dict, key: str, default: Any = None, *, choices: dict | None = None) -> Any:
+    """``config[key]`` (or ``default``), translated through ``choices`` when given: a value with
+    no translation is refused, naming the field and the values tfamily maps."""
+    value = config.get(key, default)
+    if choices is None:
+        return value
+    if not isinstance(value, (str, int, float, bool, type(None))) or value not in choices:
+        raise PretrainedError(f"config.json field {key}={value!r} has no tfamily mapping; supported: "
+                              f"{', '.join(map(repr, choices))}")
+    return choices[value]
+
+
+def refuse_set(config: dict, key: str, allowed: Iterable = (None,), why: str = "") -> None:
+    """Refuse a config field that tfamily does not implement unless it holds an allowed value."""
+    value = config.get(key)
+    if value not in tuple(allowed):
+        raise PretrainedError(f"config.json field {key}={value!r} has no tfamily mapping{why}; supported: "
+                              f"{', '.join(map(repr, allowed))}")
+
+
+class Weights:
+    """The checkpoint's tensors by name, with the model prefixes stripped; ``take`` hands each out
+    once, so names no mapping took are found at the end (``left``)."""
+
+    def __init__(self, tensors: dict[str, Tensor], prefixes: tuple[str, ...] = (), ignore: tuple[str, ...] = ()):
+        self.tensors: dict[str, Tensor] = {}
+        for name, t in tensors.items():
+            short = next((name[len(p):] for p in prefixes if name.startswith(p)), name)
+            if not any(part in short for part in ignore):
+                self.tensors[short] = t
+
+    def has(self, name: str) -> bool:
+        return name in self.tensors
+
+    def take(self, name: str, *, transpose: bool = False) -> Tensor:
+        if name not in self.tensors:
+            raise PretrainedError(f"model.safetensors has no weight {name!r} that config.json implies; the config "
+                                  f"and weights are from different models: save both with save_pretrained")
+        t = self.tensors.pop(name)
+        return t.t() if transpose else t
+
+    def left(self) -> list[str]:
+        return sorted(self.tensors)
+
+
+def _tied(model: nn.Module) -> set[str]:
+    """The state names that alias an earlier one (a head tied to the embedding)."""
+    seen: set[int] = set()
+    aliases = set()
+    for name, t in model.state_dict(keep_vars=True).items():
+        if id(t) in seen:
+            aliases.add(name)
+        seen.add(id(t))
+    return aliases
+
+
+def load_into(model: nn.Module, state: dict[str, Tensor], weights: Weights, source: Path) -> None:
+    """Load ``state`` (tfamily names) into ``model``, refusing a missing or extra name or a shape
+    that differs from what the config builds."""
+    left = weights.left()
+    if left:
+        raise PretrainedError(f"{source} has weights no tfamily part takes: {left[:4]}{' ...' if len(left) > 4 else ''}"
+                              f"; config.json does not describe them (a head or option not supported)")
+    own = model.state_dict()
+    tied = _tied(model)
+    missing = [k for k in own if k not in state and k not in tied]
+    if missing:
+        raise PretrainedError(f"{source}: no weight maps to {missing[:4]}; the config and weights disagree")
+    for name, t in state.items():
+        if name not in own:
+            raise PretrainedError(f"{source}: mapped weight {name!r} is not in the built model (a mapping bug)")
+        if tuple(t.shape) != tuple(own[name].shape):
+            raise PretrainedError(f"{source}: weight for {name} has shape {tuple(t.shape)} but config.json builds "
+                                  f"{tuple(own[name].shape)}; the config and weights are from different models")
+    with torch.no_grad():
+        for name, t in state.items():
+            own[name].copy_(t)
