@@ -26,6 +26,14 @@ def test_build_by_member_name(monkeypatch):
     assert isinstance(model, LanguageModel) and model.embed.weight.shape == (V, 16)
 
 
+@pytest.mark.parametrize("name", [m["name"] for m in members.describe()])
+def test_every_model_carries_its_spec(name):
+    heads = dict(heads__n_heads=2) if members.get(name)().choices()["heads"] != "none" else {}
+    spec = members.get(name)(d_model=16, vocab_size=V, **heads)
+    model = build(spec)
+    assert model.spec is spec and "spec" not in model.state_dict()
+
+
 def test_build_refuses_unknown_members_and_other_types():
     with pytest.raises(ValueError, match=r"unknown member 'gtp'; valid members: .*gpt"):
         build("gtp")

@@ -269,7 +269,10 @@ MODELS.register("encoder_decoder", _any_encoder_decoder, needs=("spec",))
 
 
 def build(spec: Spec | str) -> nn.Module:
-    """Turn a spec (or a member name) into a module."""
+    """Turn a spec (or a member name) into a module, which carries it as ``model.spec``.
+
+    The spec rides along for whoever holds the model (export, checkpoints, a reader); no part reads
+    it, so the rule that specs never enter modules holds for what a module computes."""
     if isinstance(spec, str):
         if spec not in MEMBERS:
             raise ValueError(f"unknown member {spec!r}; valid members: {', '.join(MEMBERS.names())}")
@@ -277,4 +280,6 @@ def build(spec: Spec | str) -> nn.Module:
     if not isinstance(spec, Spec):
         raise TypeError(f"build() takes a Spec or a member name, got {type(spec).__name__}")
     check_fits(spec)  # refuse a model larger than the machine before allocating any of it
-    return MODELS.make(spec.model, spec=spec)
+    model = MODELS.make(spec.model, spec=spec)
+    model.spec = spec
+    return model
