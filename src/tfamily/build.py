@@ -204,7 +204,7 @@ def _language_model(spec: Spec) -> nn.Module:
     layers = stack(spec, spec.depth.n_layers)
     make_state = STATES.make(spec.state.name, spec.state.params, spec=spec, layers=layers)
     return LanguageModel(embed, input_position(spec), layers, head, objective_, spec.dropout_at("embed"),
-                         make_state=make_state)
+                         make_state=make_state, embed_norm=norm(spec) if spec.norm.embed else None)
 
 
 def _encoder_decoder(spec: Spec) -> nn.Module:

@@ -183,12 +183,14 @@ class InitSpec:
 
 @dataclass(frozen=True)
 class NormSpec:
-    """Which norm the residuals, the final norm and the MLM head use (``nn/norm/``)."""
+    """The norm of the residuals, final norm and MLM head (``nn/norm/``); ``embed``: one on the embeddings (BERT)."""
     name: str = "layer_norm"
     params: dict = field(default_factory=dict)  # e.g. {"eps": 1e-6}
+    embed: bool = False
 
     def __post_init__(self):
         check_choice("norm", self.name)
+        check_bool("norm.embed", self.embed)
         registry.NORMS.check_params(self.name, self.params, "norm.params")
 
 

@@ -20,9 +20,11 @@ from .hooks import aux_losses, run_after_step, run_set_progress, with_aux_losses
 class LanguageModel(nn.Module):
     def __init__(self, embed: TokenEmbedding, position: nn.Module, stack: Depth, head: nn.Module,
                  objective: nn.Module, dropout: float = 0.0,
-                 make_state: Callable[..., State] | None = None):
+                 make_state: Callable[..., State] | None = None, embed_norm: nn.Module | None = None):
         super().__init__()
         self.embed, self.position, self.stack, self.head = embed, position, stack, head
+        # BERT normalises the embedding sum before the first layer (Devlin et al. 2019's code).
+        self.embed_norm = embed_norm if embed_norm is not None else nn.Identity()
         self.objective = objective
         self.drop = maybe_dropout(dropout)
         self.make_state = make_state  # the state axis (build.STATES); None = a KV cache per layer
@@ -34,7 +36,7 @@ class LanguageModel(nn.Module):
         ``offset`` is given."""
         if offset is None:
             offset = 0 if state is None else state.offset
-        x = self.drop(self.position(self.embed(tokens), offset))
+        x = self.drop(self.embed_norm(self.position(self.embed(tokens), offset)))
         logits = self.head(self.stack(x, state=state, key_padding=key_padding))
         if state is not None:
             state.advance(tokens.shape[1])  # e.g. XL: this segment's inputs become the next memory

@@ -10,6 +10,7 @@ No network, and never a pickle. ``tfamily convert`` writes the result as a tfami
 from __future__ import annotations
 
 import importlib
+import json
 from pathlib import Path
 from typing import NamedTuple
 
@@ -36,10 +37,24 @@ def family(config: dict, path: Path):
     return importlib.import_module(f"{__name__}.{FAMILIES[kind]}")
 
 
+def with_mask_id(config: dict, path: Path) -> dict:
+    """``config`` with ``mask_token_id`` from the directory's tokenizer.json ([MASK] or <mask>)
+    when the config lacks it: the id a masked LM's further training masks with."""
+    tok = path / "tokenizer.json"
+    if "mask_token_id" in config or not tok.is_file():
+        return config
+    try:
+        added = json.loads(tok.read_text(encoding="utf-8")).get("added_tokens", [])
+        ids = [t["id"] for t in added if t.get("content") in ("[MASK]", "<mask>")]
+    except (ValueError, AttributeError, KeyError, TypeError):
+        return config  # an unreadable tokenizer.json is refused where it is used (tfamily convert)
+    return {**config, "mask_token_id": ids[0]} if ids else config
+
+
 def spec_of(path: str | Path) -> Spec:
     """The spec a checkpoint directory maps to, without reading its weights."""
     path = Path(path).expanduser()
-    config = read_config(path)
+    config = with_mask_id(read_config(path), path)
     return family(config, path).spec(config)
 
 
@@ -50,7 +65,7 @@ def from_pretrained(path: str | Path, dtype: torch.dtype = torch.float32) -> Pre
     if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
         raise TypeError(f"dtype must be a floating torch.dtype, got {dtype!r}; e.g. torch.bfloat16")
     path = Path(path).expanduser()
-    config = read_config(path)
+    config = with_mask_id(read_config(path), path)
     fam = family(config, path)
     spec = fam.spec(config)
     tensors = read_tensors(path)
