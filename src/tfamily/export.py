@@ -1,0 +1,238 @@
+"""`tfamily export RUN --format onnx|torchscript|pt2 --out PATH`: a trained model as a graph that
+runs without tfamily, checked against the eager model before it is kept.
+
+What is exported is the model's forward from token ids to logits, in eval mode: ``tokens``
+(b, n) -> ``logits`` (b, n, vocab) for decoders and encoders, ``src`` (b, m) and ``tgt`` (b, n)
+-> ``logits`` for encoder-decoders. Batch and sequence lengths are dynamic (pt2 and onnx from
+1 up to a learned position table's ``max_len``; torchscript traces sizes as graph values); no
+padding mask and no carried state are inputs. Formats:
+
+- ``pt2``: ``torch.export.export`` saved with ``torch.export.save`` (``torch.export.load(p).module()``);
+- ``torchscript``: ``torch.jit.trace`` saved with ``torch.jit.save`` (``torch.jit.load``);
+- ``onnx``: ``torch.onnx.export`` (the torch.export-based exporter; needs ``pip install
+  'tfamily[export]'``), run with onnxruntime.
+
+Which members export where, and why the others do not, is ``refusal``; what an exported graph
+leaves out of the eager model (XL memory, the sparse kernels' speed) is ``notes``.
+"""
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import io
+import json
+import os
+import shutil
+import tempfile
+import warnings
+from collections.abc import Callable
+from pathlib import Path
+
+import torch
+from torch import Tensor, nn
+
+from .registry import DEPTHS, STATES
+from .spec import Spec
+
+FORMATS = ("onnx", "torchscript", "pt2")
+SUFFIX = {"onnx": ".onnx", "torchscript": ".pt", "pt2": ".pt2"}
+_ONNX_PACKAGES = ("onnx", "onnxscript", "onnxruntime")
+# fp32 on CPU: graph rewrites (fused ops, ONNX Runtime's kernels) differ from eager in the last bits.
+ATOL = RTOL = 1e-4
+
+
+def check_format(fmt: str) -> str:
+    if fmt not in FORMATS:
+        raise ValueError(f"unknown export format {fmt!r}; pick one of {', '.join(FORMATS)}")
+    if fmt == "onnx":
+        missing = [p for p in _ONNX_PACKAGES if importlib.util.find_spec(p) is None]
+        if missing:
+            raise ValueError(f"--format onnx needs the packages {', '.join(missing)}; install them with "
+                             f"pip install 'tfamily[export]' (or pick --format pt2 or torchscript)")
+    return fmt
+
+
+def check_out(out: str | Path, fmt: str) -> Path:
+    """``out`` as a path that can be written, before anything is loaded or exported."""
+    path = Path(out).expanduser()
+    if path.is_dir():
+        raise IsADirectoryError(f"--out {path} is a directory; name the file to write, e.g. "
+                                f"{path / ('model' + SUFFIX[fmt])}")
+    if not path.parent.is_dir():
+        raise FileNotFoundError(f"--out {path}: its directory {path.parent} does not exist; create it or pick "
+                                f"another path")
+    try:
+        with tempfile.TemporaryFile(dir=path.parent):
+            pass
+    except OSError as e:
+        raise PermissionError(f"--out {path} cannot be written ({e.strerror or e}); pick a writable "
+                              f"directory") from e
+    return path
+
+
+def refusal(spec: Spec, fmt: str) -> str | None:
+    """Why the model of ``spec`` cannot be exported as ``fmt`` (one line), or None if it can."""
+    name = spec.member or "this model"
+    if spec.kernel.name == "lsh":
+        return (f"{name} cannot be exported: LSH attention draws fresh random rotations on every call and "
+                f"sorts keys by bucket, so no fixed graph computes what the eager model does; train it with "
+                f"another kernel (kernel.name=sdpa) to export it")
+    if DEPTHS.entry(spec.depth.name).info.get("recurrent", False):
+        if spec.model == "encoder_decoder":
+            return (f"{name} cannot be exported: its recurrent decoder steps through the target one position "
+                    f"at a time in Python, so a graph would hold the example's length")
+        if fmt != "torchscript":
+            return (f"{name} exports as torchscript only: torch.export (behind {fmt}) unrolls torch.nn's "
+                    f"{spec.depth.name.upper()} over the example's length; use --format torchscript")
+    return None
+
+
+def notes(spec: Spec) -> list[str]:
+    """What the exported graph does differently from the eager model (outputs stay equal)."""
+    out = []
+    if STATES.entry(spec.state.name).info.get("carried", False):
+        out.append(f"state {spec.state.name!r} is not an input: the graph computes one segment from an empty "
+                   f"state (the first segment of a stream)")
+    if spec.kernel.name == "blocksparse":
+        out.append("the sparse pattern runs as a dense mask: the same outputs at dense cost")
+    if spec.depth.name == "universal_act":
+        out.append("ACT runs every one of its steps (halted positions weigh 0, so outputs are the same)")
+    return out
+
+
+def max_len(model: nn.Module) -> int | None:
+    """The longest sequence the model takes (a learned position table's size), or None."""
+    n = getattr(getattr(model, "position", None), "max_len", None)
+    return n if isinstance(n, int) else None
+
+
+def input_names(model: nn.Module) -> tuple[str, ...]:
+    return ("src", "tgt") if hasattr(model, "encode") else ("tokens",)
+
+
+def example(model: nn.Module, batch: int, n: int, generator: torch.Generator | None = None) -> tuple[Tensor, ...]:
+    """Random token ids for every input of ``model``: (batch, n) each (src one shorter, so that
+    the two lengths differ)."""
+    vocab = model.embed.vocab_size
+    lengths = (max(1, n - 1), n) if hasattr(model, "encode") else (n,)
+    return tuple(torch.randint(0, vocab, (batch, m), generator=generator) for m in lengths)
+
+
+def _dynamic(model: nn.Module) -> tuple[dict, ...]:
+    batch = torch.export.Dim("batch", min=1)
+    top = max_len(model)
+    seq = {name: torch.export.Dim(f"{name}_len", min=1, **({"max": top} if top else {}))
+           for name in input_names(model)}
+    return tuple({0: batch, 1: seq[name]} for name in input_names(model))
+
+
+def _pt2(model: nn.Module, args: tuple, path: Path) -> None:
+    torch.export.save(torch.export.export(model, args, dynamic_shapes=_dynamic(model)), path)
+
+
+def _torchscript(model: nn.Module, args: tuple, path: Path) -> None:
+    with warnings.catch_warnings():  # shape-derived Python values; the trace is checked at other shapes
+        warnings.simplefilter("ignore", torch.jit.TracerWarning)
+        traced = torch.jit.trace(model, args, check_trace=False)
+    torch.jit.save(traced, str(path))
+
+
+def _onnx(model: nn.Module, args: tuple, path: Path) -> None:
+    big = sum(p.numel() * p.element_size() for p in model.parameters()) > 1 << 30  # protobuf's 2 GB cap
+    with contextlib.redirect_stdout(io.StringIO()), warnings.catch_warnings():  # the exporter's progress
+        warnings.simplefilter("ignore")
+        program = torch.onnx.export(model, args, dynamo=True, dynamic_shapes=_dynamic(model),
+                                    input_names=list(input_names(model)), output_names=["logits"])
+        program.save(str(path), external_data=big)
+
+
+WRITERS: dict[str, Callable[[nn.Module, tuple, Path], None]] = {"onnx": _onnx, "torchscript": _torchscript,
+                                                                 "pt2": _pt2}
+
+
+def load(path: str | Path, fmt: str) -> Callable[..., Tensor]:
+    """The exported model at ``path`` as a function of token-id tensors returning logits."""
+    if fmt == "pt2":
+        return torch.export.load(str(path)).module()
+    if fmt == "torchscript":
+        return torch.jit.load(str(path))
+    import onnxruntime
+    session = onnxruntime.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    names = [i.name for i in session.get_inputs()]
+    return lambda *ids: torch.from_numpy(session.run(None, {k: t.numpy() for k, t in zip(names, ids)})[0])
+
+
+def compare(model: nn.Module, run: Callable[..., Tensor], shapes: list[tuple[int, int]], seed: int = 0) -> float:
+    """Largest |logit difference| between ``run`` and ``model`` on random tokens of each
+    (batch, length) in ``shapes``; raises ValueError if one is beyond ATOL/RTOL."""
+    gen, worst = torch.Generator().manual_seed(seed), 0.0
+    for b, n in shapes:
+        ids = example(model, b, n, gen)
+        with torch.no_grad():
+            want, got = model(*ids), run(*ids)
+        worst = max(worst, float((got - want).abs().max()))
+        if not torch.allclose(got, want, atol=ATOL, rtol=RTOL):
+            raise ValueError(f"the exported graph's logits differ from the eager model's by {worst:.3g} at "
+                             f"batch {b}, length {n}; nothing was written (report this as a bug)")
+    return worst
+
+
+def export(model: nn.Module, fmt: str, out: str | Path, seq_len: int) -> dict:
+    """Export ``model`` (built by ``tfamily.build``, so it carries ``model.spec``) as ``fmt`` to
+    ``out``, traced on (2, seq_len) tokens and checked at two shapes; returns a summary. The
+    file appears only once it has passed the check."""
+    check_format(fmt)
+    spec: Spec = model.spec
+    reason = refusal(spec, fmt)
+    if reason:
+        raise ValueError(reason)
+    top = max_len(model)
+    n = min(seq_len, top) if top else seq_len
+    path = check_out(out, fmt)
+    model = model.eval()
+    # Writing beside the target, then renaming, leaves nothing behind on a failure.
+    tmp = Path(tempfile.mkdtemp(prefix=f".tmp-{path.name}-", dir=path.parent))
+    try:
+        with torch.no_grad():
+            WRITERS[fmt](model, example(model, 2, n), tmp / path.name)
+        shapes = [(2, n), (3, max(1, n // 2 + 1)), (1, 1)]
+        diff = compare(model, load(tmp / path.name, fmt), shapes)
+        for f in tmp.iterdir():  # the model, and its weights file for an ONNX model past 1 GB
+            os.replace(f, path.parent / f.name)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    dynamic = f"batch and sequence length dynamic (1..{top or 'any'})"
+    return {"member": spec.member, "format": fmt, "path": str(path), "bytes": path.stat().st_size,
+            "inputs": list(input_names(model)), "dynamic": dynamic, "max_abs_diff": diff, "notes": notes(spec)}
+
+
+# -- the command ---------------------------------------------------------------------------------
+def add_parser(sub) -> None:
+    p = sub.add_parser("export", help="export a trained model as ONNX, TorchScript or a torch.export "
+                                      "program (pt2), checked against the eager model")
+    p.add_argument("run", metavar="RUN", help="a run directory (or one checkpoint directory) of tfamily train")
+    p.add_argument("--format", required=True, metavar="FORMAT", help=f"one of {', '.join(FORMATS)}")
+    p.add_argument("--out", required=True, metavar="PATH", help="the file to write (its directory must exist)")
+    p.add_argument("--json", action="store_true", help="print the summary as JSON")
+    p.set_defaults(func=_export)
+
+
+def _export(args) -> int:
+    from .train.sample import load_trained
+    fmt = check_format(args.format)
+    check_out(args.out, fmt)  # before the checkpoint is read: a bad path fails fast
+    tr = load_trained(args.run, "cpu")
+    reason = refusal(tr.spec, fmt)
+    if reason:
+        raise ValueError(reason)
+    result = export(tr.model, fmt, args.out, tr.seq_len)
+    result["checkpoint"] = str(tr.path)
+    if args.json:
+        print(json.dumps(result, indent=2))
+        return 0
+    print(f"exported {result['member']} ({tr.path.name}) as {fmt} to {result['path']} "
+          f"({result['bytes'] / 1e6:.1f} MB); inputs {', '.join(result['inputs'])}; {result['dynamic']}; "
+          f"max |logit - eager| {result['max_abs_diff']:.2g}")
+    for note in result["notes"]:
+        print(f"  note: {note}")
+    return 0
