@@ -31,6 +31,6 @@ def test_position_round_trips():
 def test_loop_config_is_the_recipe_and_fused_is_checked(tmp_path):
     cfg = loop_config("toy", tmp_path / "run", steps=5, seconds=None, lr=1e-3, seed=0, batch_size=4, warmup=10)
     t = cfg.train
-    assert (t.fused, t.weight_decay, t.min_lr_ratio, t.warmup, t.grad_clip) == (False, 0.0, 1.0, 9, 1.0)
+    assert (t.fused, t.weight_decay, t.min_lr_ratio, t.warmup, t.grad_clip, t.threads) == (False, 0.0, 1.0, 9, 1.0, None)
     with pytest.raises(ValueError, match="train.fused"):
         validate(dataclasses.replace(cfg, train=dataclasses.replace(t, fused="yes")))

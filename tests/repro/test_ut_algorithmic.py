@@ -11,7 +11,6 @@ import pytest
 import torch
 
 from tfamily.cli import main
-from tfamily.nn.position.absolute import Sinusoidal
 from tfamily.repro import REPROS, ut_algorithmic as ua
 from tfamily.models.generate import greedy_decode
 
@@ -89,29 +88,27 @@ def _args(**kw) -> Namespace:
     return Namespace(**{**base, **kw})
 
 
-def test_shift_moves_sinusoidal_positions():
-    x = torch.randn(2, 5, 16)
-    inner = Sinusoidal(16)
-    shifted = ua._ShiftPosition(inner)
-    assert torch.equal(shifted(x), inner(x))
-    shifted.shift = 7
-    assert torch.allclose(shifted(x, 3), inner(x, 10))
-
-
 @pytest.mark.parametrize("name", ["transformer", "ut", "ut_act"])
 def test_offsets_reach_every_transformer(name):
+    """The batch's ``offset`` moves the input positions and, in the UT, the coordinate signal of
+    every step on both sides."""
+    from tfamily.nn.position.coordinate import Coordinate
+
     torch.manual_seed(0)
     net = ua.make_model(name, _args()).eval()
-    wrapped = [m for m in net.modules() if isinstance(m, ua._ShiftPosition)]
-    assert len(wrapped) == (1 if name == "transformer" else 3)  # the UT: input positions + coordinate per side
+    seen = []
+    for m in net.modules():
+        if isinstance(m, Coordinate):
+            m.register_forward_pre_hook(lambda mod, a: seen.append(a[2]))
     batch = ua.collate(ua.sample("copy", 4, 8, torch.Generator().manual_seed(1)))
+    shift = torch.full((4,), 13)
     with torch.no_grad():
         base = net.loss(batch)[0]
-        ua._set_shift(net, 13)
-        moved = net.loss(batch)[0]
-        ua._set_shift(net, 0)
-        again = net.loss(batch)[0]
+        moved = net.loss({**batch, "offset": shift})[0]
+        again = net.loss({**batch, "offset": 0})[0]
     assert not torch.allclose(base, moved) and torch.equal(base, again)
+    if name != "transformer":
+        assert seen and all(o is shift for o in seen[len(seen) // 3: 2 * len(seen) // 3])
 
 
 @pytest.mark.parametrize("name", ["transformer", "ut", "ut_act"])
@@ -123,12 +120,72 @@ def test_offsets_per_example_move_each_row_by_its_own(name):
     b = ua.collate(ua.sample("reverse", 4, 8, torch.Generator().manual_seed(2)))
     shifts = torch.tensor([0, 13, 5, 40])
     with torch.no_grad():
-        ua._set_shift(net, shifts)
-        rows = net(b["src"], b["tgt_in"], src_padding=b["src_padding"])
+        rows = net(b["src"], b["tgt_in"], src_padding=b["src_padding"], offset=shifts)
         for i in range(4):
-            ua._set_shift(net, int(shifts[i]))
-            alone = net(b["src"][i:i + 1], b["tgt_in"][i:i + 1], src_padding=b["src_padding"][i:i + 1])
+            alone = net(b["src"][i:i + 1], b["tgt_in"][i:i + 1], src_padding=b["src_padding"][i:i + 1],
+                        offset=int(shifts[i]))
             torch.testing.assert_close(rows[i:i + 1], alone, atol=1e-5, rtol=1e-5)
+
+
+class _Shift(torch.nn.Module):
+    """The flat reference's wrapper: positions moved by ``shift`` (an int or a (b,) tensor)."""
+
+    def __init__(self, inner, coordinate=False):
+        super().__init__()
+        self.inner, self.coordinate, self.shift = inner, coordinate, 0
+
+    def forward(self, x, *a):
+        return self.inner(x, *a[:-1], a[-1] + self.shift) if a else self.inner(x, self.shift)
+
+
+def _flat_train(task, name, args):
+    """The reproduction's own loop before it joined the shared trainer (its offsets set on a
+    wrapper around the model's position parts): the flat reference."""
+    from tfamily.train.evaluate import to_device
+    torch.manual_seed(args.seed)
+    net = ua.make_model(name, args)
+    if name != "lstm":
+        net.position = _Shift(net.position)
+    for side in (net.encoder, net.decoder) if name in ("ut", "ut_act") else ():
+        side.coordinate = _Shift(side.coordinate)
+    opt = torch.optim.Adam(net.parameters(), lr=args.lr, betas=(0.9, 0.98))
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min(1.0, (s + 1) / args.warmup))
+    gen = torch.Generator().manual_seed(args.seed + 1)
+    spread = 0 if args.no_offsets else args.test_len - args.train_len
+    net.train()
+    for _ in range(args.steps):
+        rows = args.batch if args.offsets == "example" else 1
+        shift = torch.randint(0, spread + 1, (rows,), generator=gen)
+        for m in net.modules():
+            if isinstance(m, _Shift):
+                m.shift = shift if args.offsets == "example" else int(shift)
+        out, _ = net.loss(to_device(ua.collate(ua.sample(task, args.batch, args.train_len, gen)), "cpu"))
+        opt.zero_grad(set_to_none=True)
+        out.backward()
+        torch.nn.utils.clip_grad_norm_(net.parameters(), 1.0)
+        opt.step()
+        sched.step()
+    return {k.replace("inner.", ""): v for k, v in net.state_dict().items()}
+
+
+@pytest.mark.parametrize("task,name,offsets", [("copy", "ut", "example"), ("addition", "ut_act", "example"),
+                                               ("reverse", "transformer", "batch"), ("copy", "lstm", "example")])
+def test_task_on_the_shared_loop_learns_exactly_as_the_flat_loop(tmp_path, task, name, offsets):
+    import argparse
+
+    from tfamily.train import checkpoint
+    p = argparse.ArgumentParser()
+    ua.add_args(p)
+    args = p.parse_args(["--steps", "6", "--d-model", "16", "--heads", "2", "--depth", "2", "--lstm-layers", "1",
+                         "--train-len", "5", "--test-len", "12", "--batch", "4", "--warmup", "3", "--lr", "0.01",
+                         "--offsets", offsets, "--eval-sequences", "4", "--seed", "2", "--out", str(tmp_path)])
+    row = ua.train_one(task, name, args, ua.sample(task, 4, 6, torch.Generator().manual_seed(9)), lambda m: None)
+    assert row["steps"] == 6
+    net = ua.make_model(name, args)
+    checkpoint.load(tmp_path / "runs" / f"{task}-{name}").load_weights(net)
+    want = _flat_train(task, name, args)
+    got = net.state_dict()
+    assert got.keys() == want.keys() and all(torch.equal(got[k], want[k]) for k in want)
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2])

@@ -83,10 +83,12 @@ class CausalLM(nn.Module):
 
 class Seq2Seq(nn.Module):
     """Teacher-forced translation: batch ``{"src", "tgt_in", "tgt_out"[, "loss_mask",
-    "src_padding", "tgt_padding"]}``."""
+    "src_padding", "tgt_padding", "offset"]}``; ``offset`` (b,) moves each row's positions
+    (randomized offsets) and reaches only a model with positions (passed when present)."""
 
     def forward(self, model: nn.Module, batch: dict) -> tuple[Tensor, dict]:
         need(batch, "src", "tgt_in", "tgt_out")
+        at = {"offset": batch["offset"]} if "offset" in batch else {}
         logits = model(batch["src"], batch["tgt_in"], src_padding=batch.get("src_padding"),
-                       tgt_padding=batch.get("tgt_padding"))
+                       tgt_padding=batch.get("tgt_padding"), **at)
         return token_loss(logits, batch["tgt_out"], batch.get("loss_mask"))

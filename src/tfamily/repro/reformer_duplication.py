@@ -13,8 +13,10 @@ The paper uses |w| = 511 (1024-token sequences) and long training; the defaults 
 d_model 64, 4 heads, buckets of 16 so about 8 buckets as the paper's 1024 tokens / 64,
 AdamW at 1e-2, 1000 steps of 32 sequences) train each model in a few minutes on one
 CPU core; ``--jobs`` runs the training settings in parallel processes. Full attention
-reaches 100% after about 400 steps. The training loop is a plain AdamW loop on
-``model.loss``.
+reaches 100% after about 400 steps. Each model trains on the shared loop (``train.Trainer``)
+with a ``StreamTask`` of duplication batches and the recipe of ``repro/stream.loop_config``
+(AdamW without weight decay, a linear warm-up over the first 5% of the steps, then a constant
+rate, gradient norm clipped at 1); each setting's run directory is under ``runs/``.
 """
 from __future__ import annotations
 
@@ -22,7 +24,6 @@ import argparse
 import csv
 import json
 import sys
-import time
 from pathlib import Path
 
 
@@ -76,29 +77,36 @@ def _batch(task, n: int, gen) -> dict:
     return {"x": b.input, "y": b.target, "loss_mask": b.loss_mask}
 
 
-def train(args, task, setting: str, log=None):
+def duplication_task(args, task):
+    """Batches of ``args.batch`` sequences from one generator (seed + 1); the loop's own final
+    evaluation scores 64 held-out sequences (seed + 4) with the kernel the model trained with."""
     import torch
 
-    from ..build import build
+    from .stream import StreamTask
 
-    torch.manual_seed(args.seed)
-    model = build(model_spec(args, task, setting)).train()
-    opt = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=0.0)
-    warmup = max(1, args.steps // 20)
-    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min(1.0, (s + 1) / warmup))
-    gen = torch.Generator().manual_seed(args.seed + 1)
-    t0 = time.perf_counter()
-    for step in range(args.steps):
-        loss, metrics = model.loss(_batch(task, args.batch, gen))
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        opt.step()
-        sched.step()
-        if log and (step % 100 == 0 or step == args.steps - 1):
-            log(f"# train {setting} step {step}: loss {loss.item():.3f} acc {metrics['acc']:.3f} "
-                f"({time.perf_counter() - t0:.0f} s)")
-    return model.eval(), time.perf_counter() - t0
+    def held_out():
+        yield _batch(task, 64, torch.Generator().manual_seed(args.seed + 4))
+    return StreamTask("duplication", lambda g: _batch(task, args.batch, g), seed=args.seed + 1, unit="tokens",
+                      size=lambda b: b["x"].numel(), held_out=held_out, eval_units=64 * task.seq_len,
+                      vocab_size=task.vocab_size, seq_len=task.seq_len)
+
+
+def train(args, task, setting: str, log=None):
+    from ..train.loop import Trainer
+    from .stream import loop_config
+
+    cfg = loop_config(f"reformer-duplication-{setting}", Path(args.out) / "runs" / setting, steps=args.steps,
+                      seconds=None, lr=args.lr, seed=args.seed, batch_size=args.batch,
+                      warmup=max(1, args.steps // 20))
+    trainer = Trainer(cfg, task=duplication_task(args, task), spec=model_spec(args, task, setting))
+    try:
+        result = trainer.fit()
+    finally:
+        trainer.close()
+    if log:
+        log(f"# train {setting}: {result['steps']} steps, loss {result['train_loss']:.3f}, held-out accuracy "
+            f"{result['val_acc']:.3f} ({result['train_s']:.0f} s)")
+    return trainer.model.eval(), result["train_s"]
 
 
 def evaluate(args, task, model, setting: str) -> float:

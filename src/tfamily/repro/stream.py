@@ -11,8 +11,10 @@ batches, ``metrics(loss)`` the reproduction's own numbers for them.
 per-tensor steps (``train.fused=false``: the fused kernel rounds differently), the gradient
 norm clipped at 1, a linear warm-up over ``warmup`` steps to a constant rate (``WarmupCosine``
 with ``min_lr_ratio`` 1; its warm-up reaches 1 one step later than ``min(1, (s + 1) / w)``,
-hence ``warmup - 1``), fp32. A reproduction's own loop with these settings and the same seed
-learns the same weights bit for bit (``tests/repro/test_stream.py``).
+hence ``warmup - 1``), fp32, torch's thread count as the reproduction set it (``--threads``;
+a reduction split over other threads rounds differently). On this recipe a reproduction learns the same weights bit for bit
+as a plain loop of those steps with the same seed (each reproduction's tests keep its former
+loop as that flat reference).
 """
 from __future__ import annotations
 
@@ -78,7 +80,7 @@ def loop_config(name: str, run_dir: str | Path, *, steps: int, seconds: float | 
     shutil.rmtree(run_dir, ignore_errors=True)
     train = TrainConfig(batch_size=batch_size, max_steps=steps, time_budget=seconds, lr=lr, min_lr_ratio=1.0,
                         warmup=warmup - 1, weight_decay=0.0, betas=tuple(betas), eps=1e-8, fused=False,
-                        grad_clip=1.0, precision="fp32", device=device, seed=seed, eval_every=eval_every,
+                        grad_clip=1.0, precision="fp32", device=device, threads=None, seed=seed, eval_every=eval_every,
                         eval_tokens=None, log_every=10, ckpt_every=None, keep=1, out=str(run_dir),
                         tensorboard=False, progress=False)
     cfg = Config(member=name, name=name, data=DataConfig(corpus=None, task=name), train=train)

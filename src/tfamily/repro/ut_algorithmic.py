@@ -23,8 +23,11 @@ without attention (``lstm_seq2seq``), the ``vanilla`` Transformer with ``--depth
 side, and the ``universal_transformer`` with ``--depth`` recurrent steps, without ACT
 (``universal``) and with it (``universal_act``, at most ``--depth`` steps). Each trains for the
 same ``--steps`` and/or ``--time`` seconds per task (Adam, linear warm-up, gradient-norm
-clipping at 1), in this module's loop, since the offset changes per batch. Char accuracy = share of target symbols the greedy decode gets right at
-their position; sequence accuracy = share of decodes equal to the whole target (EOS included).
+clipping at 1: ``repro/stream.loop_config``) on the shared loop, from a ``StreamTask`` whose
+batches carry the offsets as a batch field (``offset``: a (b,) tensor, or with ``--offsets
+batch`` one int; the LSTM's batches have none, though the same offsets are drawn, so every
+model sees the same pairs); each run's directory is under ``runs/``. Char accuracy = share of
+target symbols the greedy decode gets right at their position; sequence accuracy = share of decodes equal to the whole target (EOS included).
 What differs from the paper: the budget (t2t trained for hundreds of thousands of steps on a
 GPU; here seconds on a CPU), the depth and width of the baselines (not stated there) and the
 test set size (``--eval-sequences``, the paper 10k).
@@ -33,7 +36,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-import time
 from pathlib import Path
 
 import torch
@@ -43,9 +45,11 @@ from .. import members
 from ..bench.results import print_rows, write_rows
 from ..build import build
 from ..models.generate import greedy_decode
+from ..spec import Spec
 from ..train.device import resolve_device
 from ..train.evaluate import to_device
 from ..train.tasks.seq2seq import pairs_batch
+from .stream import StreamTask, loop_config
 
 TASKS = ("copy", "reverse", "addition")
 MODELS = ("lstm", "transformer", "ut", "ut_act")
@@ -141,45 +145,40 @@ def accuracy(preds: list[list[int]], targets: list[list[int]]) -> tuple[float, f
     return right / total, sum(pr == tg for pr, tg in zip(preds, targets)) / len(targets)
 
 
-class _ShiftPosition(nn.Module):
-    """Input positions moved by ``shift`` (the randomized offsets: an int, or a (b,) tensor, one
-    per example); ``shift`` 0 is the inner part."""
-
-    def __init__(self, inner: nn.Module):
-        super().__init__()
-        self.inner, self.shift = inner, 0
-
-    def forward(self, x: Tensor, offset: int = 0) -> Tensor:
-        return self.inner(x, offset + self.shift)
-
-
-class _ShiftCoordinate(_ShiftPosition):
-    def forward(self, x: Tensor, step: int, offset: int = 0) -> Tensor:
-        return self.inner(x, step, offset + self.shift)
-
-
-def make_model(name: str, args) -> nn.Module:
+def model_spec(name: str, args) -> Spec:
     if name == "lstm":  # Sutskever et al. 2014: no attention, the decoder starts from the encoder's state
-        return build(members.lstm_seq2seq(vocab_size=VOCAB, d_model=args.d_model, dropout=0.0,
-                                          depth__n_layers=args.lstm_layers))
+        return members.lstm_seq2seq(vocab_size=VOCAB, d_model=args.d_model, dropout=0.0,
+                                    depth__n_layers=args.lstm_layers)
     common = dict(vocab_size=VOCAB, d_model=args.d_model, dropout=0.0, heads__n_heads=args.heads,
                   depth__n_layers=args.depth, ff__d_ff=4 * args.d_model, residual__name=args.residual)
     if name == "transformer":
-        net = build(members.vanilla(**common))
-    else:
-        net = build(members.universal_transformer(
-            **common, depth__name="universal_act" if name == "ut_act" else "universal"))
-    net.position = _ShiftPosition(net.position)
-    for side in (net.encoder, net.decoder):
-        if hasattr(side, "coordinate"):
-            side.coordinate = _ShiftCoordinate(side.coordinate)
-    return net
+        return members.vanilla(**common)
+    return members.universal_transformer(**common, depth__name="universal_act" if name == "ut_act" else "universal")
 
 
-def _set_shift(net: nn.Module, shift: int) -> None:
-    for mod in net.modules():
-        if isinstance(mod, _ShiftPosition):
-            mod.shift = shift
+def make_model(name: str, args) -> nn.Module:
+    return build(model_spec(name, args))
+
+
+def algorithmic_task(task: str, name: str, args) -> StreamTask:
+    """Training pairs of ``task`` at lengths 1..train_len from one generator (seed + 1), each
+    batch's randomized offsets drawn first (``offset``, for every model but the LSTM, which has
+    no positions); the loop's final evaluation is the teacher-forced loss on ``--eval-batch``
+    held-out pairs at training lengths (seed + 4), without offsets."""
+    spread = 0 if args.no_offsets else args.test_len - args.train_len
+
+    def draw(gen: torch.Generator) -> dict:
+        shift = torch.randint(0, spread + 1, (args.batch if args.offsets == "example" else 1,), generator=gen)
+        batch = collate(sample(task, args.batch, args.train_len, gen))
+        if name != "lstm":
+            batch["offset"] = shift if args.offsets == "example" else int(shift)
+        return batch
+
+    held = collate(sample(task, args.eval_batch, args.train_len, torch.Generator().manual_seed(args.seed + 4)))
+    return StreamTask(f"ut-{task}", draw, seed=args.seed + 1, unit="tokens",
+                      size=lambda b: b["src"].numel() + b["tgt_in"].numel(), held_out=lambda: [held],
+                      eval_units=held["src"].numel() + held["tgt_in"].numel(), vocab_size=VOCAB,
+                      seq_len=args.train_len + 2)
 
 
 def decode(net: nn.Module, batch: dict, max_len: int) -> Tensor:
@@ -187,7 +186,6 @@ def decode(net: nn.Module, batch: dict, max_len: int) -> Tensor:
 
 
 def evaluate(net: nn.Module, pairs: list, batch_size: int) -> tuple[float, float]:
-    _set_shift(net, 0)
     device = next(net.parameters()).device
     pairs = sorted(pairs, key=lambda p: len(p[0]))  # similar lengths decode together
     preds = []
@@ -198,35 +196,25 @@ def evaluate(net: nn.Module, pairs: list, batch_size: int) -> tuple[float, float
 
 
 def train_one(task: str, name: str, args, test: list, log) -> dict:
-    torch.manual_seed(args.seed)
-    device = resolve_device(args.device)
-    net = make_model(name, args).to(device)
-    opt = torch.optim.Adam(net.parameters(), lr=args.lr, betas=(0.9, 0.98))
-    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min(1.0, (s + 1) / args.warmup))
-    gen = torch.Generator().manual_seed(args.seed + 1)
-    spread = 0 if args.no_offsets else args.test_len - args.train_len
-    net.train()
-    t0, step, out = time.perf_counter(), 0, None
-    while step < args.steps and (args.time <= 0 or time.perf_counter() - t0 < args.time):
-        rows = args.batch if args.offsets == "example" else 1
-        shift = torch.randint(0, spread + 1, (rows,), generator=gen)
-        _set_shift(net, shift.to(device) if args.offsets == "example" else int(shift))
-        out, _ = net.loss(to_device(collate(sample(task, args.batch, args.train_len, gen)), device))
-        opt.zero_grad(set_to_none=True)
-        out.backward()
-        nn.utils.clip_grad_norm_(net.parameters(), 1.0)
-        opt.step()
-        sched.step()
-        step += 1
-    loss = float("nan") if out is None else float(out.detach())  # read once: no device sync per step
-    seconds = time.perf_counter() - t0
+    from ..train.loop import Trainer
+
+    cfg = loop_config(f"ut-{task}-{name}", Path(args.out) / "runs" / f"{task}-{name}", steps=args.steps,
+                      seconds=args.time if args.time > 0 else None, lr=args.lr, seed=args.seed,
+                      batch_size=args.batch, warmup=args.warmup, betas=(0.9, 0.98), device=args.device)
+    trainer = Trainer(cfg, task=algorithmic_task(task, name, args), spec=model_spec(name, args))
+    try:
+        result = trainer.fit()
+    finally:
+        trainer.close()
+    net, step, seconds = trainer.model, result["steps"], result["train_s"]
+    loss = trainer.recent[-1] if trainer.recent else float("nan")  # the last step's
     char, seq = evaluate(net, test, args.eval_batch)
     paper = PAPER.get((name, task), (None, None))
     log(f"# {task} {name}: {step} steps in {seconds:.0f} s, loss {loss:.3f}, char {char:.3f} seq {seq:.3f}")
-    return {"task": task, "model": name, "device": str(device), "steps": step, "train_seconds": round(seconds, 1),
-            "params": sum(p.numel() for p in net.parameters()), "final_loss": round(loss, 4),
-            "char_acc": round(char, 4), "seq_acc": round(seq, 4), "paper_char_acc": paper[0],
-            "paper_seq_acc": paper[1]}
+    return {"task": task, "model": name, "device": str(trainer.device), "steps": step,
+            "train_seconds": round(seconds, 1), "params": sum(p.numel() for p in net.parameters()),
+            "final_loss": round(loss, 4), "char_acc": round(char, 4), "seq_acc": round(seq, 4),
+            "paper_char_acc": paper[0], "paper_seq_acc": paper[1]}
 
 
 def _plot(path: Path, rows: list[dict], title: str) -> None:

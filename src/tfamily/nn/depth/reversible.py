@@ -139,9 +139,10 @@ class ReversibleStack(nn.Module):
 
     def forward(self, x: Tensor, *, state: Sequence[LayerState] | None = None,
                 key_padding: Tensor | None = None, context: Tensor | None = None,
-                context_padding: Tensor | None = None) -> Tensor:
+                context_padding: Tensor | None = None, offset=None) -> Tensor:
         """``x``: (b, n, d) -> (b, n, d). ``state``: one LayerState per layer (KV cache, XL
-        memory over the attention stream x2) or None."""
+        memory over the attention stream x2) or None. ``offset`` is not used (positions are
+        added at the input)."""
         if context is not None:
             raise ValueError("the reversible stack has no cross-attention; got a context")
         if state is not None and len(state) != len(self.blocks):

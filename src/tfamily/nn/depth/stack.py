@@ -21,9 +21,10 @@ class Stack(nn.Module):
     def __len__(self) -> int:
         return len(self.blocks)
 
-    def forward(self, x: Tensor, *, state: Sequence[LayerState] | None = None, **kw) -> Tensor:
+    def forward(self, x: Tensor, *, state: Sequence[LayerState] | None = None, offset=None, **kw) -> Tensor:
         """``x``: (b, n, d); ``state``: one LayerState per layer (caches, memory) or None.
-        Each layer's input is recorded in its state, for the next segment's XL memory."""
+        Each layer's input is recorded in its state, for the next segment's XL memory.
+        ``offset`` is not used: the positions were added to ``x`` at the input."""
         if state is not None and len(state) != len(self.blocks):
             raise ValueError(f"state has {len(state)} layers but the stack has {len(self.blocks)}")
         for i, block in enumerate(self.blocks):

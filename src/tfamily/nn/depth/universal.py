@@ -65,11 +65,13 @@ class Universal(nn.Module):
     def __len__(self) -> int:
         return self.n_steps
 
-    def forward(self, x: Tensor, *, state: Sequence[LayerState] | None = None, **kw) -> Tensor:
-        """``x``: (b, n, d); ``state``: one LayerState per step or None; ``kw`` go to the block
-        (key_padding, context, context_padding)."""
+    def forward(self, x: Tensor, *, state: Sequence[LayerState] | None = None,
+                offset: int | Tensor | None = None, **kw) -> Tensor:
+        """``x``: (b, n, d); ``state``: one LayerState per step or None; ``offset``: the position
+        of the first token for the coordinate signal, an int or (b,) row offsets (None: the
+        cached length); ``kw`` go to the block (key_padding, context, context_padding)."""
         _check_state(state, self.n_steps)
-        offset = _offset(state)
+        offset = _offset(state) if offset is None else offset
         for t in range(self.n_steps):
             x = self.block(self.coordinate(x, t + 1, offset), state=None if state is None else state[t], **kw)
         self.steps_executed = self.n_steps
@@ -116,10 +118,11 @@ class UniversalACT(nn.Module):
         return self.max_steps
 
     def forward(self, x: Tensor, *, state: Sequence[LayerState] | None = None,
-                key_padding: Tensor | None = None, **kw) -> Tensor:
-        """``x``: (b, n, d) -> the halting-weighted accumulator (b, n, d), final-normed."""
+                key_padding: Tensor | None = None, offset: int | Tensor | None = None, **kw) -> Tensor:
+        """``x``: (b, n, d) -> the halting-weighted accumulator (b, n, d), final-normed;
+        ``offset`` as in ``Universal``."""
         _check_state(state, self.max_steps)
-        offset, thr = _offset(state), 1.0 - self.eps
+        offset, thr = (_offset(state) if offset is None else offset), 1.0 - self.eps
         b, n, _ = x.shape
         real = key_padding if key_padding is not None else torch.ones(b, n, dtype=torch.bool, device=x.device)
         halted = ~real
