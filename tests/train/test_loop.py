@@ -195,7 +195,8 @@ def test_auto_threads_times_both_and_leaves_training_state_alone(tmp_path):
     before = torch.get_num_threads()
     try:
         torch.set_num_threads(2)
-        t = loop.Trainer(cfg(tmp_path, model__dropout=0.1))
+        t = loop.Trainer(cfg(tmp_path, model__dropout=0.1))  # threads: auto, which may have set 1
+        torch.set_num_threads(2)
         rng, position = torch.get_rng_state(), t.task.state_dict()
         t._autotune(threads=True, precision=False)
         rates = t.thread_rates
@@ -219,8 +220,8 @@ def test_auto_precision_on_a_bf16_cpu_times_both_and_keeps_the_faster(tmp_path, 
     probe = loop.Trainer._measure
     seen = []
 
-    def spy(self, settings):
-        rates = probe(self, settings)
+    def spy(self, settings, budget_s=None):
+        rates = probe(self, settings)  # without the time limit, so it always times both
         seen.append(rates)
         return rates
     monkeypatch.setattr(loop.Trainer, "_measure", spy)
@@ -243,7 +244,7 @@ def test_auto_precision_is_static_off_bf16_cpus_and_kept_on_resume(tmp_path, mon
     assert loop.Trainer(cfg(tmp_path, train__precision="auto", train__threads=1)).precision == "fp32"
     _native_bf16(monkeypatch)
     monkeypatch.setattr(loop.Trainer, "_measure",
-                        lambda self, settings: {s: 2.0 if s[1] == "bf16" else 1.0 for s in settings})
+                        lambda self, settings, *a: {s: 2.0 if s[1] == "bf16" else 1.0 for s in settings})
     c = cfg(tmp_path, train__out=str(tmp_path / "b"), train__precision="auto", train__threads=1,
             train__max_steps=2, train__ckpt_every=2)
     first = loop.Trainer(c)

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from .config import PRECISIONS
 from .flags import flag_overrides
+from .rundir import pause_point
 
 
 class _Intermixed(argparse.ArgumentParser):
@@ -51,6 +52,9 @@ def add_parser(sub) -> None:
     p.add_argument("overrides", nargs="*", metavar="KEY=VALUE", help="e.g. model.d_model=256 data.corpus=kjv")
     p.add_argument("-c", "--config", help="a config file, or a packaged config by name (tiny, demo, copy, ...)")
     p.add_argument("--member", help="family member to train (see `tfamily members`)")
+    p.add_argument("--size", choices=("small", "paper", "auto"),
+                   help="the member's sizes and the batch: small (minutes on a CPU), paper (the paper's model), "
+                        "auto (default: small on a CPU, paper on CUDA); model.* and train.* settings win")
     p.add_argument("--resume", metavar="DIR", help="continue the run (or checkpoint) in DIR exactly")
     p.add_argument("--max-steps", type=int, help="stop after this many optimiser steps")
     p.add_argument("--time-budget", metavar="DUR",
@@ -169,6 +173,7 @@ def _train(args) -> int:
     from .checkpoint import load as load_checkpoint
     from .config import check_resume, load
     overrides = flag_overrides(args)
+    pause_point("args")
     check_data_dir(args.data_dir)
     if args.resume:
         if args.config:
@@ -177,7 +182,7 @@ def _train(args) -> int:
         check_resume(load_checkpoint(args.resume).meta, overrides)
         cfg = loop.resume_config(args.resume, overrides)
     else:
-        cfg = load(args.config, overrides)
+        cfg = load(args.config, overrides, base={"size": "auto"})  # a config file or --size decides first
         if int(os.environ.get("RANK", "0")) == 0:
             check_out(cfg.train.out)
     try:

@@ -1,8 +1,9 @@
 """Run configurations: a member, spec overrides, data and training settings.
 
-A config file (YAML or TOML; the named ones ship in ``tfamily/configs/``) has four parts::
+A config file (YAML or TOML; the named ones ship in ``tfamily/configs/``) has these parts::
 
     member: gpt                 # a name from `tfamily members`
+    size:   small               # small | paper | auto: the member's sizes and the batch (train/presets.py)
     model:  {d_model: 256, depth: {n_layers: 4}}   # overrides of the member's spec
     data:   {corpus: tinyshakespeare, seq_len: 256}
     train:  {batch_size: 32, lr: 2.0e-3, max_steps: 2000}
@@ -25,7 +26,7 @@ from typing import Any
 
 import yaml
 
-SECTIONS = ("name", "member", "model", "data", "train")
+SECTIONS = ("name", "member", "size", "model", "data", "train")
 PRECISIONS = ("auto", "bf16", "fp16", "fp32")
 OPTIMIZERS = ("adamw", "muon")  # built by train/optim.make_optimizer
 DEVICES = ("auto", "cpu", "cuda")
@@ -75,9 +76,10 @@ class TrainConfig:
     device: str = "auto"
     parallel: str = "ddp"              # under torchrun: ddp (each rank holds the whole model) or fsdp
                                        # (weights, gradients and optimiser state sharded over ranks)
-    threads: int | str | None = None   # torch.set_num_threads; None = torch's default; 'auto' = the faster
-                                       # of 1 and all cores, timed on this model (a busy machine can make
-                                       # multi-threaded CPU training several times slower than one thread)
+    threads: int | str | None = "auto"  # torch.set_num_threads; None = torch's default; 'auto' = the faster
+                                       # of 1 and all cores, timed at start in about 0.2 s (a busy machine can
+                                       # make multi-threaded CPU training several times slower than one thread);
+                                       # a resumed run keeps the count it ran with (train/autotune.py)
     seed: int = 0
     eval_every: int | None = 500       # steps; None = only at the end
     eval_tokens: int | None = 100_000  # scored tokens per evaluation; None = the whole split
@@ -94,6 +96,7 @@ class TrainConfig:
 class Config:
     member: str = "gpt"
     name: str | None = None
+    size: str = "paper"                # small | paper (train/presets.py); auto, decided by from_dict
     model: dict = field(default_factory=dict)
     data: DataConfig = field(default_factory=DataConfig)
     train: TrainConfig = field(default_factory=TrainConfig)
@@ -120,6 +123,8 @@ def from_dict(d: dict) -> Config:
     bad = sorted(set(d) - set(SECTIONS))
     if bad:
         raise ValueError(f"unknown config section(s) {bad}; valid: {', '.join(SECTIONS)}")
+    from .presets import resolve
+    d = resolve(d)
     for sec, cls in (("data", DataConfig), ("train", TrainConfig)):
         if not isinstance(d.get(sec, {}), dict):
             raise TypeError(f"config section {sec!r} must be a mapping, got {d[sec]!r}")
@@ -129,8 +134,9 @@ def from_dict(d: dict) -> Config:
     train = dict(d.get("train", {}))
     if "betas" in train:
         train["betas"] = tuple(train["betas"])
-    cfg = Config(member=d.get("member", "gpt"), name=d.get("name"), model=copy.deepcopy(d.get("model", {})),
-                 data=DataConfig(**d.get("data", {})), train=TrainConfig(**train))
+    cfg = Config(member=d.get("member", "gpt"), name=d.get("name"), size=d["size"],
+                 model=copy.deepcopy(d.get("model", {})), data=DataConfig(**d.get("data", {})),
+                 train=TrainConfig(**train))
     validate(cfg)
     return cfg
 
@@ -255,6 +261,10 @@ def check_resume(meta: dict, overrides: dict[str, Any]) -> None:
     """Refuse overrides a resumed run cannot honour. ``meta``: the checkpoint's meta.json;
     ``overrides``: dotted keys (``{"train.max_steps": 4000}``)."""
     saved, step = meta["config"]["train"], meta["step"]
+    size = meta["config"].get("size", "paper")
+    if overrides.get("size", size) != size:
+        raise ValueError(f"--resume continues the run at its size {size!r}, not {overrides['size']!r}; drop "
+                         f"--size/size= (another size is another model: start a new run)")
     if overrides.get("train.out") is not None:
         raise ValueError(f"--resume continues in the run's own directory; drop --out/train.out="
                          f"{overrides['train.out']!r} (to branch a run, copy its directory and resume the copy)")

@@ -67,3 +67,23 @@ def evaluate(model: nn.Module, batches: Iterable[dict], *, device: torch.device,
     loss = loss_sum / tokens
     out = {"loss": loss, "ppl": math.exp(min(loss, 50.0)), "acc": correct / tokens, "tokens": int(tokens)}
     return {**out, **(metrics(loss) if metrics is not None else {})}
+
+
+def level(batches: Iterable[dict], task, model: nn.Module, device: torch.device, precision: str,
+          dist: distributed.Dist) -> list[dict]:
+    """FSDP: each forward all-gathers weights with every rank, so all ranks must run as many.
+    A rank dealt fewer evaluation batches (text windows go round-robin) first runs as many
+    unscored forwards on its next training batch (the task's position is restored)."""
+    mine = list(batches)
+    short = max(int(n) for n in distributed.gather(torch.tensor([len(mine)]), dist)) - len(mine)
+    if short:
+        position = task.state_dict()
+        batch = to_device(task.next(), device)
+        task.load_state_dict(position)
+        was_training = model.training
+        model.eval()
+        with torch.no_grad(), autocast(device, precision):
+            for _ in range(short):
+                model.loss(batch)
+        model.train(was_training)
+    return mine

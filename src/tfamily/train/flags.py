@@ -7,7 +7,8 @@ from typing import Any
 from .config import parse_overrides
 
 # flag -> dotted key
-FLAGS = (("member", "member"), ("max_steps", "train.max_steps"), ("time_budget", "train.time_budget"),
+FLAGS = (("member", "member"), ("size", "size"), ("max_steps", "train.max_steps"),
+         ("time_budget", "train.time_budget"),
          ("out", "train.out"), ("precision", "train.precision"), ("device", "train.device"), ("seed", "train.seed"))
 
 

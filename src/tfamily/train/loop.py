@@ -17,7 +17,6 @@ run's losses bit for bit); the model's carried state goes through the State prot
 from __future__ import annotations
 
 import contextlib
-import copy
 import dataclasses
 import json
 import math
@@ -35,11 +34,11 @@ from ..build import build
 from ..models.hooks import AfterStep, SeesProgress
 from ..sizes import check_fits
 from ..spec import Spec
-from . import autotune, checkpoint, distributed, resolve, rundir, snapshot
+from . import checkpoint, distributed, resolve, rundir, snapshot, startup
 from .budget import Budget
 from .config import Config, apply_overrides, dump, from_dict, parse_duration
 from .device import autocast, grad_scaler, resolve_precision
-from .evaluate import carried_state, evaluate, to_device
+from .evaluate import carried_state, evaluate, level, to_device
 from .metrics import Logger
 from .optim import make_optimizer, warmup_cosine
 from .task import Reports, Task
@@ -87,18 +86,37 @@ class Trainer:
         decides what the config leaves open (``resolve.py``): ``data.stream`` and sizes fitted to the context."""
         t = cfg.train
         self.dist = d = distributed.setup(t.device, t.parallel)
-        if isinstance(t.threads, int):
-            torch.set_num_threads(t.threads)
         if t.batch_size % d.world_size:
             raise ValueError(f"train.batch_size={t.batch_size} is the global batch and must divide evenly "
                              f"over {d.world_size} ranks; use a multiple of {d.world_size}")
-        self.device, self.precision = d.device, resolve_precision(t.precision, d.device)
+        # The run directory's lock comes first, before anything reads or writes it (rundir.py).
+        self.run_dir = Path(checkpoint.resolve(resume).parent.parent if resume is not None else
+                            cfg.train.out or f"runs/train/{cfg.run_name}")
+        self._lock = rundir.RunLock(self.run_dir) if d.main else None
+        try:
+            self._setup(cfg, data_dir, resume, task, spec, model)
+        except BaseException:
+            self._release()
+            raise
+
+    def _setup(self, cfg: Config, data_dir, resume, task: Task | None, spec: Spec | None, model: nn.Module | None):
+        t, d = cfg.train, self.dist
+        if resume is None and distributed.any_rank(
+                d.main and bool(checkpoint.step_dirs(self.run_dir / "checkpoints")), d):
+            raise ValueError(f"run directory {self.run_dir} already has checkpoints; continue it with "
+                             f"--resume {self.run_dir} or pick another train.out")
         self.ckpt = checkpoint.load(resume) if resume is not None else None
+        if isinstance(t.threads, int):
+            torch.set_num_threads(t.threads)
+        elif t.threads == "auto" and self.ckpt is not None and isinstance(self.ckpt.meta.get("threads"), int):
+            torch.set_num_threads(self.ckpt.meta["threads"])  # resume as it ran (bitwise)
+        self.device, self.precision = d.device, resolve_precision(t.precision, d.device)
         if data_dir is None and self.ckpt is not None:
             data_dir = self.ckpt.meta.get("data_dir")  # a resumed run reads the data it ran on
         self.data_dir = str(Path(data_dir).expanduser().resolve()) if data_dir is not None else None
         seed_all(t.seed)
         self.notes: list[str] = []  # one line each, printed at start (resolve.py)
+        rundir.pause_point("data")
         if task is None:
             spec_dict = spec.to_dict() if spec is not None else resolve.member_dict(cfg) if model is None else None
             if spec_dict is not None:  # a member whose state crosses segments streams by default
@@ -109,6 +127,7 @@ class Trainer:
             task = make_task(cfg.data, t.batch_size // d.world_size, seed=t.seed, rank=d.rank,
                              world_size=d.world_size, data_dir=data_dir, objective=objective)
         self.cfg, self.task = cfg, task
+        rundir.pause_point("build")
         if model is None:
             if spec is None:
                 spec, note = resolve.make_spec(cfg, task.vocab_size, task.seq_len)
@@ -118,44 +137,37 @@ class Trainer:
             check_fits(self.spec, batch=t.batch_size // d.world_size, seq_len=task.seq_len, training=True,
                        device=self.device)
             self.notes += [n for n in [resolve.dense_note(spec, task.seq_len)] if n]
-            if d.main:
-                for note in self.notes:
-                    print(f"note: {note}", file=sys.stderr, flush=True)
             model = build(self.spec)
         else:
             self.spec = None
         self.model = distributed.shard(model.to(self.device), d)  # FSDP: before the optimiser sees them
         self.params = param_count(self.model)
-        self.optimizer = make_optimizer(t.optimizer, self.model, t.lr, t.weight_decay, t.betas, t.eps, t.fused)
         self.budget = Budget(parse_duration(t.time_budget, "train.time_budget"), t.max_steps,
                              task.eval_size(t.eval_tokens))
+        meta = self.ckpt.meta if self.ckpt is not None else {}
+        self.step, self.tokens, self.elapsed, self.train_s = meta.get("step", 0), 0, meta.get("elapsed", 0.0), 0.0
+        if self.ckpt is not None and t.precision == "auto":
+            self.precision = meta.get("precision", self.precision)  # resume as it ran
+        rundir.pause_point("autotune")
+        self._autotune(*startup.to_time(self))  # before the optimiser, whose first import takes seconds
+        if d.main:  # the start line, then what the member decided (resolve.py)
+            print("\n".join([startup.first_line(self, self.step_s), *(f"note: {n}" for n in self.notes)]),
+                  file=sys.stderr, flush=True)
+        self.optimizer = make_optimizer(t.optimizer, self.model, t.lr, t.weight_decay, t.betas, t.eps, t.fused)
         self.scheduler = warmup_cosine(self.optimizer, t.warmup, t.max_steps or t.warmup + 10**6, t.min_lr_ratio)
-        self.step, self.tokens, self.elapsed, self.train_s = 0, 0, 0.0, 0.0
         self.recent: deque = deque(maxlen=50)  # the last losses; train_loss is their mean (checkpointed)
         self.state = carried_state(self.model, task.carries_state)
         if d.active:  # distinct dropout noise per rank (the weights are identical: same seed)
             torch.manual_seed(t.seed + 1000003 * d.rank)
-        self.run_dir = Path(cfg.train.out or f"runs/train/{cfg.run_name}")
         if self.ckpt is not None:
-            self.run_dir = self.ckpt.path.parent.parent
             snapshot.restore(self, self.ckpt)
             if self.budget.seconds is None and t.max_steps:
                 # A run resumed with a new --max-steps stretches (or shortens) its cosine to it.
                 self.scheduler.lr_lambdas[0].total = t.max_steps
-        elif distributed.any_rank(d.main and bool(checkpoint.step_dirs(self.run_dir / "checkpoints")), d):
-            raise ValueError(f"run directory {self.run_dir} already has checkpoints; continue it with "
-                             f"--resume {self.run_dir} or pick another train.out")
-        if self.ckpt is not None and t.precision == "auto":
-            self.precision = self.ckpt.meta.get("precision", self.precision)  # resume as it ran
-        # Never changed by the autotune below, which only times bf16 against fp32.
+        # fp16 only, which the autotune (bf16 against fp32) never picks.
         self.scaler, self.skipped = grad_scaler(self.device, self.precision), 0
         if self.ckpt is not None:
             snapshot.restore_scaler(self, self.ckpt)
-        self._autotune(t.threads == "auto" and self.device.type == "cpu",
-                       # bf16 on a CPU is not always faster, so auto times it there; on CUDA it is
-                       # kept. Resumed and multi-process runs keep the static choice (ranks must agree).
-                       t.precision == "auto" and self.device.type == "cpu" and self.precision == "bf16"
-                       and self.ckpt is None and not d.active)
         self.loss_module = LossOf(self.model)
         self.loss_fn = distributed.wrap(self.loss_module, d)
         if t.compile:
@@ -167,23 +179,23 @@ class Trainer:
 
     def close(self, sync: bool = True) -> None:
         """Leave the process group (see ``distributed.teardown``), dropping the DDP wrapper
-        first; ``sync=False`` after an error, when a peer may be gone."""
+        first, and release the run directory; ``sync=False`` after an error, when a peer may be gone."""
         self.loss_fn = None
+        self._release()
         distributed.teardown(self.dist, sync)
 
+    def _release(self) -> None:
+        lock, self._lock = getattr(self, "_lock", None), None
+        if lock is not None:
+            lock.release()
+
     def _autotune(self, threads: bool, precision: bool) -> None:
-        choice = autotune.choose(self.precision, threads=threads, time_precision=precision, measure=self._measure)
-        self.precision = choice.precision
+        choice = startup.tune(self, threads, precision)
+        self.precision, self.step_s = choice.precision, choice.step_s
         self.thread_rates, self.precision_rates = choice.thread_rates, choice.precision_rates
 
-    def _measure(self, settings: list[tuple[int, str]]) -> dict:
-        """Units/s per setting on the run's first batch; the task's position is restored."""
-        position = self.task.state_dict()
-        batch = self.task.next()
-        self.task.load_state_dict(position)
-        def make() -> nn.Module:  # a throwaway copy (a model given ready-made is copied)
-            return build(self.spec) if self.spec is not None else copy.deepcopy(self.model)
-        return autotune.probe(make, batch, self.task.size(batch), self.device, settings)
+    def _measure(self, settings: list[tuple[int, str]], budget_s: float | None = None) -> dict:
+        return startup.measure(self, settings, budget_s)
 
     save = snapshot.save
 
@@ -262,41 +274,24 @@ class Trainer:
         t = self.cfg.train
         batches = self.task.eval_batches(t.eval_tokens, t.eval_batch_size or t.batch_size)
         if self.dist.fsdp and self.dist.active:
-            batches = self._level(batches)
+            batches = level(batches, self.task, self.model, self.device, self.precision, self.dist)
         return evaluate(self.model, batches, device=self.device, precision=self.precision, dist=self.dist,
                         carries=self.task.carries_state, metrics=self.task.eval_metrics)
 
-    def _level(self, batches) -> list[dict]:
-        """FSDP: each forward all-gathers weights with every rank, so all ranks must run as many.
-        A rank dealt fewer evaluation batches (text windows go round-robin) first runs as many
-        unscored forwards on its next training batch (the task's position is restored)."""
-        mine = list(batches)
-        short = max(int(n) for n in distributed.gather(torch.tensor([len(mine)]), self.dist)) - len(mine)
-        if short:
-            position = self.task.state_dict()
-            batch = to_device(self.task.next(), self.device)
-            self.task.load_state_dict(position)
-            was_training = self.model.training
-            self.model.eval()
-            with torch.no_grad(), autocast(self.device, self.precision):
-                for _ in range(short):
-                    self.model.loss(batch)
-            self.model.train(was_training)
-        return mine
-
     # -- the loop ----------------------------------------------------------------------------
     def fit(self) -> dict:
-        """Train to the end; rank 0 holds the run directory's lock throughout (one writer)."""
-        lock = rundir.RunLock(self.run_dir) if self.dist.main else None
+        """Train to the end; rank 0 holds the run directory's lock from the start to here (one writer)."""
+        if self.dist.main and self._lock is None:
+            self._lock = rundir.RunLock(self.run_dir)
         try:
             return self._fit()
         finally:
-            if lock is not None:
-                lock.release()
+            self._release()
 
     def _fit(self) -> dict:
         t, d = self.cfg.train, self.dist
         wall0 = time.perf_counter()
+        rundir.pause_point("save")
         if d.main:
             self.run_dir.mkdir(parents=True, exist_ok=True)
             checkpoint.clean_stale(self.run_dir / "checkpoints")
@@ -309,7 +304,7 @@ class Trainer:
         start_step, start_tokens, train_s, last_note = self.step, self.tokens, 0.0, time.perf_counter()
         self.train_s = 0.0  # this session's training seconds (evaluations and checkpoints excluded)
         self.compile_s = None  # with train.compile: the first step's seconds, compilation included
-        rate, stopped = 0.0, "max_steps"
+        rate, stopped, told = 0.0, "max_steps", False
         try:
             while t.max_steps is None or self.step < t.max_steps:
                 if self.budget.spent(self.elapsed, self.step - start_step, rate, d):
@@ -339,6 +334,9 @@ class Trainer:
                 if self.step % t.log_every == 0:
                     log.log_train({"step": self.step, "tokens": self.tokens, "loss": loss, "lr": lr,
                                    "grad_norm": norm, "tokens_per_s": rate, "elapsed_s": self.elapsed, **report})
+                if not told and startup.tell(ran, train_s):  # the start line's estimate, measured
+                    told = True
+                    log.message(startup.measured_line(self, ran, train_s))
                 if (log.bar is None or log.bar.disable) and time.perf_counter() - last_note > 30:
                     last_note = time.perf_counter()
                     log.message(f"step {self.step}: loss {self.train_loss:.4f}, {rate:.0f} {self.task.unit}/s, "

@@ -22,6 +22,7 @@ from ..build import pattern
 from ..nn.patterns import Causal, Full, SoftPattern, density
 from ..registry import STATES
 from ..spec import Spec
+from . import presets
 from .config import Config, deep_merge
 
 _MISSING = object()
@@ -93,7 +94,7 @@ def at_context(cfg: Config, d: dict, seq_len: int) -> tuple[dict, str | None]:
     rule = members.REGISTRY[cfg.member].at_context
     if rule is None:
         return d, None
-    preset = members.get(cfg.member)().to_dict()
+    preset = sized_member(cfg)
     changed = [(path, v) for path, v in _leaves(rule(preset, seq_len))
                if not _user_set(cfg.model, path, preset) and _get(d, path) != v]
     if not changed:
@@ -120,9 +121,14 @@ def dense_note(spec: Spec, seq_len: int) -> str | None:
             f"set smaller model.pattern.params or a longer data.seq_len to make it sparse")
 
 
+def sized_member(cfg: Config) -> dict:
+    """The member's spec as a dict at the config's ``size`` (``presets.py``)."""
+    return presets.member_dict(cfg.member, cfg.size, members.get(cfg.member)().to_dict())
+
+
 def member_dict(cfg: Config) -> dict:
-    """The member's spec as a dict with the config's ``model`` overrides."""
-    d = deep_merge(members.get(cfg.member)().to_dict(), cfg.model)
+    """The member's spec as a dict at the config's ``size``, with the config's ``model`` overrides."""
+    d = deep_merge(sized_member(cfg), cfg.model)
     if cfg.train.activation_checkpointing:
         d["depth"]["checkpointing"] = True
     return d

@@ -1,0 +1,124 @@
+"""The start of a run in one line, printed within seconds of launch, before the first step:
+
+    gpt (small): 0.96M parameters, 2,048 tokens per step, cpu (x86_64, AVX512, bf16 native), fp32,
+    2 threads; estimated 21 s per 100 steps, 3.5 min to the end (step 1000)
+
+The estimate is the model's training FLOPs at the rate the autotune measured (``autotune.py``:
+its matmul probe, or the model itself where precision was timed); after the first steps one
+more line gives the measured time. Training FLOPs per token are 6 N + 12 L d T (Kaplan et al.
+2020, section 2.1; PaLM, appendix B): N the weights one token passes through (a shared block
+counted at every application, the embedding lookup not at all), L layers, T the keys a query
+sees (memory included).
+"""
+from __future__ import annotations
+
+import copy
+import platform
+
+import torch
+from torch import nn
+
+from ..build import build
+from ..hardware import cpu_has_bf16
+from ..sizes import param_count
+from ..spec import Spec
+from . import autotune
+
+TELL_STEPS, TELL_S = 10, 30.0  # the measured line: after this many steps, or seconds if sooner
+
+
+def flops_per_unit(spec: Spec | None, params: int, seq_len: int) -> float:
+    """Training FLOPs per token of ``spec`` at ``seq_len`` (6 x ``params`` for a model given ready-made)."""
+    if spec is None:
+        return 6.0 * params
+    d = spec.d_model
+    n = param_count(spec) - (0 if spec.tie_embeddings else spec.vocab_size * d)
+    n -= spec.position.max_len * d if spec.position.name == "learned" else 0
+    if spec.depth.name in ("rnn", "lstm", "gru"):
+        return 6.0 * n
+    layers = spec.depth.n_layers + ((spec.depth.n_enc_layers or spec.depth.n_layers)
+                                    if spec.model == "encoder_decoder" else 0)
+    keys = seq_len + spec.state.mem_len
+    return 6.0 * n + 12.0 * layers * spec.heads.n_heads * spec.d_head * keys
+
+
+def matmul_shape(spec: Spec | None, units: int) -> tuple[int, int, int]:
+    """The run's feed-forward product (rows, d_model, d_ff), rows cut so one product is ~0.4 GFLOP."""
+    d, d_ff = (spec.d_model, spec.d_ff) if spec is not None else (256, 1024)
+    return max(64, min(units, int(4e8 // (2 * d * d_ff)))), d, d_ff
+
+
+def to_time(tr) -> tuple[bool, bool]:
+    """Whether the trainer ``tr`` times threads and precision. bf16 on a CPU is not always faster, so
+    auto times it there; on CUDA it is kept. Resumed runs keep what they ran with; multi-process
+    runs keep the static precision (ranks must agree)."""
+    t, cpu, fresh = tr.cfg.train, tr.device.type == "cpu", tr.ckpt is None
+    return (t.threads == "auto" and cpu and fresh,
+            t.precision == "auto" and cpu and tr.precision == "bf16" and fresh and not tr.dist.active)
+
+
+def tune(tr, threads: bool, precision: bool) -> autotune.Choice:
+    """Decide the trainer ``tr``'s threads and precision (``autotune.choose``). The units of a step
+    are counted as batch x accumulation x the task's length (a text task's tokens exactly)."""
+    t, world = tr.cfg.train, tr.dist.world_size
+    tr.units_per_step = units = t.batch_size * t.accum * tr.task.seq_len
+    flops = flops_per_unit(tr.spec, tr.params, tr.task.seq_len) * units / world
+    return autotune.choose(tr.precision, threads=threads, time_precision=precision, device=tr.device,
+                           shape=matmul_shape(tr.spec, units // world), step_flops=flops, units=units,
+                           measure=tr._measure)
+
+
+def measure(tr, settings: list[tuple[int, str]], budget_s: float | None = None) -> dict:
+    """Units/s per setting on the trainer ``tr``'s first batch (``autotune.probe``); the task's
+    position is restored."""
+    position = tr.task.state_dict()
+    batch = tr.task.next()
+    tr.task.load_state_dict(position)
+
+    def make() -> nn.Module:  # a throwaway copy (a model given ready-made is copied)
+        return build(tr.spec) if tr.spec is not None else copy.deepcopy(tr.model)
+    return autotune.probe(make, batch, tr.task.size(batch), tr.device, settings, budget_s=budget_s)
+
+
+def _device(device: torch.device) -> str:
+    if device.type == "cuda":
+        return f"{device} ({torch.cuda.get_device_name(device)})"
+    bf16 = "bf16 native" if cpu_has_bf16() else "bf16 emulated"
+    return f"cpu ({platform.machine()}, {torch.backends.cpu.get_cpu_capability()}, {bf16})"
+
+
+def duration(seconds: float) -> str:
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    return f"{seconds / 60:.1f} min" if seconds < 5400 else f"{seconds / 3600:.1f} h"
+
+
+def _to_end(tr, step_s: float) -> str:
+    t = tr.cfg.train
+    left = []
+    if t.max_steps is not None:
+        left.append((max(0, t.max_steps - tr.step) * step_s, f"step {t.max_steps}"))
+    if tr.budget.seconds is not None:
+        left.append((max(0.0, tr.budget.seconds - tr.elapsed), f"time budget {t.time_budget}"))
+    seconds, what = min(left)
+    return f"{duration(seconds)} to the end ({what})"
+
+
+def first_line(tr, step_s: float) -> str:
+    """Member, size, parameters, units per step, device, precision, threads and the estimate."""
+    size = f" ({tr.cfg.size})" if tr.spec is not None else ""
+    n = torch.get_num_threads()
+    return (f"{tr.cfg.member}{size}: {tr.params / 1e6:.2f}M parameters, {tr.units_per_step:,} {tr.task.unit} "
+            f"per step, {_device(tr.device)}, {tr.precision}, {n} thread{'s' * (n > 1)}; estimated "
+            f"{duration(100 * step_s)} per 100 steps, {_to_end(tr, step_s)}")
+
+
+def tell(ran: int, train_s: float) -> bool:
+    """Whether to print the measured line now (once per process): after ``TELL_STEPS`` steps or
+    ``TELL_S`` seconds of training."""
+    return ran == TELL_STEPS or (ran < TELL_STEPS and train_s >= TELL_S)
+
+
+def measured_line(tr, ran: int, train_s: float) -> str:
+    step_s = train_s / max(ran, 1)
+    return f"measured over {ran} steps: {duration(100 * step_s)} per 100 steps, {_to_end(tr, step_s)}"
