@@ -12,7 +12,7 @@ from collections.abc import Callable
 from torch import nn
 
 from . import checks  # noqa: F401  (registers the spec checks that need parts)
-from .models import EncoderDecoder, LanguageModel, MLMHead
+from .models import Classifier, ClassHead, EncoderDecoder, LanguageModel, LastToken, MLMHead
 from .models.rnn_decoders import BahdanauDecoder, LuongDecoder
 from .models.rnn_encdec import RNNEncoderDecoder
 from .nn.attention import Attention
@@ -27,7 +27,7 @@ from .nn.patterns import resolve as resolve_pattern
 from .nn.position import NoPosition
 from .nn.position.coordinate import Coordinate
 from .nn.state import SegmentMemory
-from .objectives import AuxiliaryLosses, CausalLM, MaskedLM, ReservesIds, Seq2Seq, SpanCorruption
+from .objectives import AuxiliaryLosses, CausalLM, Classification, MaskedLM, ReservesIds, Seq2Seq, SpanCorruption
 from .registry import (ALIGNMENTS, DEPTHS, FEEDFORWARDS, HEADS, INITS, KERNELS, MEMBERS, MODELS, NORMS,
                        OBJECTIVES, PATTERNS, POSITIONS, RESIDUALS, STATES)
 from .sizes import check_fits
@@ -173,6 +173,7 @@ OBJECTIVES.register("seq2seq", lambda: Seq2Seq(), models=("encoder_decoder",))
 OBJECTIVES.register("span_corruption", SpanCorruption, needs=("vocab_size",), models=("encoder_decoder",))
 # Al-Rfou et al. 2019: causal LM plus per-layer classifiers, cut off as training progresses.
 OBJECTIVES.register("al_rfou", AuxiliaryLosses, needs=("vocab_size", "d_model", "n_layers"), models=("decoder",))
+OBJECTIVES.register("classification", Classification, models=("classifier",))
 
 
 def objective(spec: Spec) -> nn.Module:
@@ -205,6 +206,17 @@ def _language_model(spec: Spec) -> nn.Module:
     make_state = STATES.make(spec.state.name, spec.state.params, spec=spec, layers=layers)
     return LanguageModel(embed, input_position(spec), layers, head, objective_, spec.dropout_at("embed"),
                          make_state=make_state, embed_norm=norm(spec) if spec.norm.embed else None)
+
+
+def _classifier(spec: Spec) -> nn.Module:
+    # The member's trunk read at the last real token (models/classifier.py states the rule).
+    objective_ = objective(spec)
+    embed = TokenEmbedding(spec.vocab_size, spec.d_model, scale=spec.scale_embeddings)
+    init_scheme(spec).table(embed.weight)
+    head = ClassHead(LastToken(), nn.Linear(spec.d_model, objective_.n_classes))
+    sees_ahead = not all(pattern(spec, i).causal for i in range(spec.depth.n_layers))
+    return Classifier(embed, input_position(spec), stack(spec, spec.depth.n_layers), head, objective_,
+                      spec.dropout_at("embed"), norm(spec) if spec.norm.embed else None, sees_ahead)
 
 
 def _encoder_decoder(spec: Spec) -> nn.Module:
@@ -265,6 +277,7 @@ def _any_encoder_decoder(spec: Spec) -> nn.Module:
 
 MODELS.register("decoder", _language_model, needs=("spec",))
 MODELS.register("encoder", _language_model, needs=("spec",))
+MODELS.register("classifier", _classifier, needs=("spec",))
 MODELS.register("encoder_decoder", _any_encoder_decoder, needs=("spec",))
 
 

@@ -1,4 +1,5 @@
+from .classifier import Classifier, ClassHead, LastToken
 from .encdec import EncoderDecoder
 from .lm import LanguageModel, MLMHead
 
-__all__ = ["EncoderDecoder", "LanguageModel", "MLMHead"]
+__all__ = ["Classifier", "ClassHead", "EncoderDecoder", "LastToken", "LanguageModel", "MLMHead"]

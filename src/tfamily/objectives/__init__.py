@@ -10,6 +10,7 @@ from torch import Tensor, nn
 
 from ..registry import OBJECTIVES
 from .alrfou import AuxiliaryLosses
+from .classify import Classification
 from .lm import CausalLM, Seq2Seq, token_loss
 from .mlm import MaskedLM
 from .span import SpanCorruption
@@ -29,5 +30,5 @@ class ReservesIds(Protocol):
     extra_tokens: int  # embedding rows past the data's vocabulary the model must add
 
 
-__all__ = ["OBJECTIVES", "Objective", "AuxiliaryLosses", "CausalLM", "MaskedLM", "ReservesIds", "Seq2Seq", "SpanCorruption",
+__all__ = ["OBJECTIVES", "Objective", "AuxiliaryLosses", "CausalLM", "Classification", "MaskedLM", "ReservesIds", "Seq2Seq", "SpanCorruption",
            "token_loss"]

@@ -1,0 +1,102 @@
+"""`tfamily arena`: run a grid of members x tasks x seeds and write its leaderboard; `tfamily arena
+merge DIR...` writes the leaderboard of several shards' directories."""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+HELP = "members side by side on long-range classification tasks (ListOps, MNIST pixels, text): one leaderboard"
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("arena", help=HELP, description=HELP)
+    from .grid import ARENA_MEMBERS
+    p.add_argument("--members", nargs="+", default=list(ARENA_MEMBERS), help="members to compare")
+    p.add_argument("--tasks", nargs="+", default=["listops"], help="listops, mnist, text")
+    p.add_argument("--seeds", type=int, default=1, help="seeds 0..N-1 per (task, member)")
+    p.add_argument("--steps", type=int, default=None, help="training steps per cell (default 200 without --time)")
+    p.add_argument("--time", default=None, help="training time per cell instead: 300, 90s, 4m, 1h")
+    p.add_argument("--length", nargs="+", default=[], metavar="TASK=N",
+                   help="sequence length per task (mnist: the image side, 28/14/7/4); defaults listops=256 "
+                        "mnist=14 text=256")
+    p.add_argument("--d-model", type=int, default=64)
+    p.add_argument("--layers", type=int, default=2)
+    p.add_argument("--heads", type=int, default=4)
+    p.add_argument("--batch-size", type=int, default=16)
+    p.add_argument("--lr", type=float, default=1e-3)
+    p.add_argument("--warmup", type=int, default=None, help="warm-up steps (default: a tenth of --steps)")
+    p.add_argument("--eval-examples", type=int, default=256, help="validation and test examples per task")
+    p.add_argument("--threads", type=int, default=1, help="torch threads in every cell")
+    p.add_argument("--precision", default="fp32", choices=["fp32", "bf16"])
+    p.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
+    p.add_argument("--ckpt-every", type=int, default=50, help="checkpoint every N steps (what a killed cell resumes from)")
+    p.add_argument("--shard", default=None, metavar="I/N", help="run cells I, I+N, I+2N, ... of the grid")
+    p.add_argument("--out", default="runs/arena", help="the arena directory (one run directory per cell)")
+    p.add_argument("--data-dir", default=None)
+    p.set_defaults(func=_run)
+    inner = p.add_subparsers(dest="arena_command", metavar="COMMAND")
+    m = inner.add_parser("merge", help="the leaderboard of the finished cells of several arena directories")
+    m.add_argument("dirs", nargs="+", metavar="DIR")
+    m.add_argument("--out", required=True, help="where the merged leaderboard goes")
+    m.set_defaults(func=_merge)
+
+
+def settings(args):
+    """The checked ``Settings`` of the command line (one-line errors naming the flag)."""
+    from ..numbers import check_int, check_number
+    from ..train.config import parse_duration
+    from . import tasks
+    from .grid import Settings
+    lengths = {}
+    for item in args.length:
+        name, eq, value = item.partition("=")
+        if not eq or not value.strip().lstrip("-").isdigit():
+            raise ValueError(f"--length {item}: give TASK=N, e.g. --length listops=512 mnist=14")
+        lengths[tasks.check_name(name)] = tasks.check_length(name, int(value))
+    if args.steps is not None and args.time is not None:
+        raise ValueError("give --steps or --time, not both")
+    steps = None if args.steps is None else check_int("--steps", args.steps, 1, hint="e.g. --steps 20")
+    if args.time is not None:
+        parse_duration(args.time, "--time")
+    for flag in ("d_model", "layers", "heads", "batch_size", "eval_examples", "threads", "ckpt_every"):
+        check_int(f"--{flag.replace('_', '-')}", getattr(args, flag), 1)
+    if args.warmup is not None:
+        check_int("--warmup", args.warmup, 0)
+    check_number("--lr", args.lr, 0.0, lo_open=True)
+    if args.d_model % args.heads:
+        raise ValueError(f"--d-model {args.d_model} must be divisible by --heads {args.heads}")
+    return Settings(steps=steps if steps or args.time else 200, time=args.time, lengths=lengths,
+                    d_model=args.d_model, n_layers=args.layers, n_heads=args.heads, batch_size=args.batch_size,
+                    lr=args.lr, warmup=args.warmup, eval_examples=args.eval_examples, threads=args.threads,
+                    precision=args.precision, device=args.device, ckpt_every=args.ckpt_every)
+
+
+def _run(args) -> int:
+    from . import grid, table
+    s = settings(args)
+    i, n = grid.parse_shard(args.shard)
+    cells = grid.grid(args.members, args.tasks, args.seeds)
+    grid.check_cells(cells, s)
+    mine = cells[i::n]
+    print(f"arena: {len(mine)} of {len(cells)} cells{f' (shard {i}/{n})' if n > 1 else ''} -> {args.out}",
+          file=sys.stderr)
+    for k, cell in enumerate(mine, 1):
+        row, what = grid.run_cell(cell, s, args.out, args.data_dir)
+        print(f"[{k}/{len(mine)}] {cell.task} {cell.member} seed {cell.seed}: {what}, test acc "
+              f"{100 * row['test_acc']:.1f}%, {row['steps']} steps, {row['train_s']:.1f} s", file=sys.stderr, flush=True)
+    wanted = {(c.task, c.member, c.seed) for c in cells}
+    rows = table.write(args.out, [r for r in table.collect([args.out]) if (r["task"], r["member"], r["seed"]) in wanted])
+    print(table.markdown(rows), end="")
+    missing = len(cells) - sum(r["seeds"] for r in rows)
+    if missing:
+        print(f"arena: {missing} cell(s) of the grid not finished in {args.out} yet (other shards); "
+              f"`tfamily arena merge` their directories when they are", file=sys.stderr)
+    print(f"arena: leaderboard in {Path(args.out) / 'leaderboard.md'}", file=sys.stderr)
+    return 0
+
+
+def _merge(args) -> int:
+    from . import table
+    rows = table.write(args.out, table.collect(args.dirs))
+    print(table.markdown(rows), end="")
+    return 0

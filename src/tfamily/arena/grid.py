@@ -1,0 +1,184 @@
+"""The arena's grid: members x tasks x seeds, one run directory per cell, resumable and shardable.
+
+Cell (task, member, seed) lives in ``OUT/<task>/<member>-s<seed>``: a normal run directory of the
+shared loop (``config.yaml``, ``train.csv``, ``checkpoints/``, ``result.json``) plus ``plan.json``
+(what the arena asked of it) and, once finished, ``cell.json`` (its leaderboard row). A later run of
+the same grid over ``OUT`` skips a cell that has ``cell.json``, resumes one that was killed from its
+newest checkpoint (the loop's exact resume), starts over one killed before its first checkpoint, and
+refuses a cell planned with other settings. ``--shard i/n`` runs cells i, i + n, i + 2n, ... of the
+grid in its fixed order (tasks, then members, then seeds), so n machines sharing or merging ``OUT``
+cover the grid exactly once.
+"""
+from __future__ import annotations
+
+import contextlib
+import difflib
+import json
+import os
+import shutil
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import torch
+
+from ..numbers import check_int
+from . import tasks
+
+ARENA_MEMBERS = ("gpt", "sparse_transformer_strided", "longformer", "bigbird", "reformer")
+
+
+@dataclass(frozen=True)
+class Cell:
+    task: str
+    member: str
+    seed: int
+
+    def dir(self, out: str | Path) -> Path:
+        return Path(out) / self.task / f"{self.member}-s{self.seed}"
+
+
+@dataclass(frozen=True)
+class Settings:
+    """What every cell shares (the fairness rules of ``arena/__init__.py``)."""
+    steps: int | None = 20
+    time: str | None = None
+    lengths: dict = field(default_factory=dict)   # task -> length; missing: tasks.DEFAULT_LENGTHS
+    d_model: int = 64
+    n_layers: int = 2
+    n_heads: int = 4
+    batch_size: int = 16
+    lr: float = 1e-3
+    warmup: int | None = None                     # None: a tenth of --steps (20 with --time)
+    eval_examples: int = 256
+    threads: int | None = 1
+    precision: str = "fp32"
+    device: str = "cpu"
+    ckpt_every: int | None = 50                   # not part of the plan: it changes no number
+
+    def length(self, task: str) -> int:
+        return self.lengths.get(task, tasks.DEFAULT_LENGTHS[task])
+
+    def plan(self, cell: Cell) -> dict:
+        keep = {k: v for k, v in asdict(self).items() if k not in ("lengths", "ckpt_every")}
+        return {**asdict(cell), "length": self.length(cell.task), **keep}
+
+
+def parse_shard(text: str | None) -> tuple[int, int]:
+    """``'i/n'`` -> (i, n) with 0 <= i < n; None -> (0, 1)."""
+    if text is None:
+        return 0, 1
+    i, sep, n = str(text).partition("/")
+    if not sep or not i.strip().isdigit() or not n.strip().isdigit() or not 0 <= int(i) < int(n):
+        raise ValueError(f"--shard {text}: give i/n with 0 <= i < n, e.g. --shard 0/2 and --shard 1/2")
+    return int(i), int(n)
+
+
+def check_member(name: str) -> str:
+    from ..members import REGISTRY
+    if name not in REGISTRY:
+        close = difflib.get_close_matches(str(name), REGISTRY, n=1)
+        hint = f"did you mean {close[0]!r}? " if close else ""
+        raise ValueError(f"unknown member {name!r}; {hint}see `tfamily members` (arena default: "
+                         f"{' '.join(ARENA_MEMBERS)})")
+    return name
+
+
+def grid(members: list[str], task_names: list[str], seeds: int) -> list[Cell]:
+    """Every cell, in the order shards count them: tasks, then members, then seeds."""
+    check_int("--seeds", seeds, 1)
+    for name in task_names:
+        tasks.check_name(name)
+    for name in members:
+        check_member(name)
+    return [Cell(t, m, s) for t in dict.fromkeys(task_names) for m in dict.fromkeys(members) for s in range(seeds)]
+
+
+def config(cell: Cell, s: Settings, run_dir: Path, n_classes: int):
+    """The shared loop's config of one cell: the member as a classifier at the arena's shape."""
+    from ..train.config import from_dict
+    model = {"model": "classifier", "objective": {"name": "classification", "params": {"n_classes": n_classes}},
+             "d_model": s.d_model, "depth": {"n_layers": s.n_layers}, "heads": {"n_heads": s.n_heads, "d_head": None},
+             "position": {"max_len": tasks.seq_len(cell.task, s.length(cell.task))}}
+    warmup = s.warmup if s.warmup is not None else max(1, s.steps // 10) if s.steps else 20
+    train = {"batch_size": s.batch_size, "max_steps": s.steps, "time_budget": s.time, "lr": s.lr, "warmup": warmup,
+             "precision": s.precision, "device": s.device, "threads": s.threads, "seed": cell.seed,
+             "eval_every": None, "eval_tokens": None, "ckpt_every": s.ckpt_every, "keep": 1, "log_every": 1,
+             "out": str(run_dir), "tensorboard": False, "progress": False}
+    return from_dict({"member": cell.member, "name": f"{cell.task}-{cell.member}-s{cell.seed}", "size": "small",
+                      "model": model, "data": {"corpus": f"arena-{cell.task}"}, "train": train})
+
+
+def check_cells(cells: list[Cell], s: Settings) -> None:
+    """Refuse, before any training, a member the classifier rule cannot build (one line each)."""
+    from ..train.resolve import make_spec
+    for cell in {(c.task, c.member): c for c in cells}.values():
+        try:
+            make_spec(config(cell, s, Path("."), 10), 256, tasks.seq_len(cell.task, s.length(cell.task)))
+        except ValueError as e:
+            raise ValueError(f"member {cell.member} cannot be an arena classifier (its pattern, read at the last "
+                             f"real token): {e}") from None
+
+
+def _write(path: Path, data: dict) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(data, indent=1))
+    os.replace(tmp, path)
+
+
+def _check_plan(d: Path, plan: dict) -> None:
+    old = json.loads((d / "plan.json").read_text()) if (d / "plan.json").exists() else None
+    if old is not None and old != plan:
+        diffs = "; ".join(f"{k}: {old.get(k)!r} -> {v!r}" for k, v in plan.items() if old.get(k) != v)
+        raise ValueError(f"{d} was run with other settings ({diffs}); rerun with its settings or pick another --out")
+
+
+@contextlib.contextmanager
+def peak_memory(device: torch.device):
+    """The peak memory of the block, in MiB, in ``box[0]`` on exit: on CUDA the most allocated; on a
+    CPU the resident set's high-water mark above its level at the start (``bench/procmem.py``)."""
+    box = [None]
+    if device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats(device)
+        start = torch.cuda.memory_allocated(device)
+        yield box
+        box[0] = (torch.cuda.max_memory_allocated(device) - start) / 2**20
+        return
+    from ..bench import procmem
+    procmem.reset_peak()
+    start = procmem.rss_mb()
+    yield box
+    box[0] = max(0.0, procmem._status("VmHWM") - start)
+
+
+def run_cell(cell: Cell, s: Settings, out: str | Path, data_dir=None) -> tuple[dict, str]:
+    """Train one cell (or skip or resume it); its row and what happened: skipped, ran, resumed."""
+    from ..train import checkpoint
+    from ..train.evaluate import evaluate
+    from ..train.loop import Trainer
+    d, plan = cell.dir(out), s.plan(cell)
+    _check_plan(d, plan)
+    if (d / "cell.json").exists():
+        return json.loads((d / "cell.json").read_text()), "skipped"
+    resume = d if checkpoint.step_dirs(d / "checkpoints") else None
+    if resume is None and d.exists():
+        shutil.rmtree(d)  # killed before its first checkpoint: nothing to continue
+    d.mkdir(parents=True, exist_ok=True)
+    _write(d / "plan.json", plan)
+    task = tasks.make(cell.task, s.length(cell.task), batch_size=s.batch_size, seed=cell.seed,
+                      eval_examples=s.eval_examples, data_dir=data_dir)
+    trainer = Trainer(config(cell, s, d, task.n_classes), task=task, resume=resume, data_dir=data_dir)
+    try:
+        with peak_memory(trainer.device) as peak:  # training only: the imports of a process's first cell stay out
+            result = trainer.fit()
+        test = evaluate(trainer.model, task.test.batches(s.batch_size), device=trainer.device,
+                        precision=trainer.precision)
+    finally:
+        trainer.close()
+    row = {**asdict(cell), "length": s.length(cell.task), "params": result["params"], "steps": result["steps"],
+           "test_acc": test["acc"], "val_acc": result["val_acc"], "val_loss": result["val_loss"],
+           "train_loss": result["train_loss"], "train_s": trainer.elapsed,
+           "tokens_per_s": result["tokens_per_s"], "peak_mb": peak[0], "stopped": result["stopped"],
+           "resumed": resume is not None, "precision": result["precision"], "threads": result["threads"],
+           "device": result["device"]}
+    _write(d / "cell.json", row)
+    return row, "resumed" if resume is not None else "ran"

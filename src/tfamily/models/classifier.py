@@ -1,0 +1,85 @@
+"""A sequence classifier: the language model's trunk (embedding, positions, stack) read out by a
+pooling part and a linear head, for tasks whose answer is one class per input (ListOps, MNIST as a
+pixel sequence, which corpus a byte window comes from).
+
+The head is a composition, ``ClassHead(pool, proj)``: ``pool`` picks one vector per row from the
+stack's output, ``proj`` maps it to class logits. One rule reads a class from every member:
+
+    Each member keeps its own attention pattern, and the class is read from the stream at the
+    last real token (``LastToken``).
+
+Under a causal pattern (every decoder member: GPT, the sparse members, Longformer, BigBird,
+Reformer) the last token is the one position whose view covers the whole input; this is GPT's own
+rule for classification (Radford et al. 2018, section 3.3: the final block's activation at the
+last token feeds a linear output layer). Inputs are right-padded, so a causal member's real
+positions never see the padding and its stack gets no padding mask (which also keeps SDPA on its
+causal flash path); a pattern that sees ahead (``full``, an encoder such as BERT) gets
+``key_padding``, so its real tokens never attend to padding either. Long Range Arena (Tay et al.
+2021) trains bidirectional encoders instead; the bidirectional variants of the sparse patterns
+would be members of their own.
+"""
+from __future__ import annotations
+
+import torch
+from torch import Tensor, nn
+
+from ..nn.depth import Depth
+from ..nn.dropout import maybe_dropout
+from ..nn.embedding import TokenEmbedding
+from .hooks import aux_losses, run_after_step, run_set_progress, with_aux_losses
+
+
+class LastToken(nn.Module):
+    """The stream at each row's last real token: (b, n, d) -> (b, d). ``key_padding`` (b, n) is
+    True on real tokens, which come first (right padding); None: every token is real."""
+
+    def forward(self, x: Tensor, key_padding: Tensor | None = None) -> Tensor:
+        if key_padding is None:
+            return x[:, -1]
+        last = key_padding.sum(-1).clamp_min(1) - 1
+        return x[torch.arange(x.shape[0], device=x.device), last]
+
+
+class ClassHead(nn.Module):
+    """``pool`` then ``proj``: (b, n, d) -> (b, n_classes)."""
+
+    def __init__(self, pool: nn.Module, proj: nn.Module):
+        super().__init__()
+        self.pool, self.proj = pool, proj
+
+    def forward(self, x: Tensor, key_padding: Tensor | None = None) -> Tensor:
+        return self.proj(self.pool(x, key_padding))
+
+
+class Classifier(nn.Module):
+    """``embed -> position -> stack -> head``. ``sees_ahead``: whether some layer's pattern lets a
+    query see later keys (then the stack needs the padding mask; see the module docstring)."""
+
+    def __init__(self, embed: TokenEmbedding, position: nn.Module, stack: Depth, head: ClassHead,
+                 objective: nn.Module, dropout: float = 0.0, embed_norm: nn.Module | None = None,
+                 sees_ahead: bool = True):
+        super().__init__()
+        self.embed, self.position, self.stack, self.head = embed, position, stack, head
+        self.embed_norm = embed_norm if embed_norm is not None else nn.Identity()
+        self.objective = objective
+        self.drop = maybe_dropout(dropout)
+        self.sees_ahead = sees_ahead
+
+    def forward(self, tokens: Tensor, *, key_padding: Tensor | None = None) -> Tensor:
+        """``tokens``: (b, n) ids -> class logits (b, n_classes)."""
+        x = self.drop(self.embed_norm(self.position(self.embed(tokens), 0)))
+        x = self.stack(x, key_padding=key_padding if self.sees_ahead else None)
+        return self.head(x, key_padding)
+
+    def loss(self, batch: dict) -> tuple[Tensor, dict]:
+        """The objective's loss; in training mode plus every part's ``aux_loss()``."""
+        return with_aux_losses(self, *self.objective(self, batch))
+
+    def aux_losses(self) -> dict[str, Tensor]:
+        return aux_losses(self)
+
+    def after_step(self) -> None:
+        run_after_step(self)
+
+    def set_progress(self, progress: float) -> None:
+        run_set_progress(self, progress)

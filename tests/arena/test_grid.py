@@ -1,0 +1,120 @@
+"""`tfamily arena` end to end at tiny size: the table, skipping finished cells, resuming a killed
+cell, shards that merge into the unsharded table, and one-line refusals."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tfamily import cli
+from tfamily.arena import grid, table
+
+
+TINY = ["--members", "gpt", "longformer", "--tasks", "listops", "--steps", "4", "--length", "listops=24",
+        "--d-model", "16", "--layers", "1", "--heads", "2", "--batch-size", "4", "--eval-examples", "16",
+        "--ckpt-every", "2"]
+SAME = ("task", "member", "seed", "params", "steps", "test_acc", "val_acc", "val_loss", "train_loss")
+
+
+def kill_when_flagged(proc: subprocess.Popen, flag: Path, timeout: float = 150) -> None:
+    """SIGKILL ``proc`` once it has written ``flag`` (the loop's TFAMILY_TEST_HALT hook)."""
+    deadline = time.monotonic() + timeout
+    try:
+        while not flag.exists():
+            assert proc.poll() is None, f"exited ({proc.returncode}) before the halt: {proc.stderr.read()[-3000:]}"
+            assert time.monotonic() < deadline, "the arena did not reach the halt in time"
+            time.sleep(0.05)
+        os.kill(proc.pid, signal.SIGKILL)
+        assert proc.wait(timeout=30) == -signal.SIGKILL
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.communicate()
+
+
+def _arena(out, *extra) -> int:
+    return cli.main(["arena", *TINY, "--out", str(out), *extra])
+
+
+def _same(rows) -> list[tuple]:
+    return [tuple(r[k] for k in SAME) for r in rows]
+
+
+@pytest.fixture(scope="module")
+def baseline(tmp_path_factory):
+    out = tmp_path_factory.mktemp("arena")
+    assert _arena(out) == 0
+    return out
+
+
+def test_tiny_arena_writes_the_leaderboard(baseline):
+    board = json.loads((baseline / "leaderboard.json").read_text())
+    assert [(r["task"], r["member"], r["steps"]) for r in board] == [("listops", "gpt", 4), ("listops", "longformer", 4)]
+    assert all(0.0 <= r["test_acc"] <= 1.0 and r["tokens_per_s"] > 0 for r in board)
+    assert "| listops | gpt |" in (baseline / "leaderboard.md").read_text()
+    assert (baseline / "leaderboard.png").stat().st_size > 0 and (baseline / "cells.csv").exists()
+    for member in ("gpt", "longformer"):  # each cell is a normal run directory of the shared loop
+        run = baseline / "listops" / f"{member}-s0"
+        assert json.loads((run / "result.json").read_text())["steps"] == 4
+        assert (run / "config.yaml").exists() and (run / "checkpoints").is_dir()
+
+
+def test_second_run_skips_finished_cells(baseline, capsys):
+    runs = [baseline / "listops" / f"{m}-s0" for m in ("gpt", "longformer")]
+    before = {p: (p / "result.json").stat().st_mtime_ns for p in runs}
+    assert _arena(baseline) == 0
+    assert capsys.readouterr().err.count(": skipped,") == 2
+    assert {p: (p / "result.json").stat().st_mtime_ns for p in runs} == before
+
+
+def test_shards_cover_the_grid_once_and_merge_to_the_same_table(baseline, tmp_path):
+    a, b, merged = tmp_path / "a", tmp_path / "b", tmp_path / "merged"
+    assert _arena(a, "--shard", "0/2") == 0 and _arena(b, "--shard", "1/2") == 0
+    assert [p.name for p in (a / "listops").iterdir()] == ["gpt-s0"]
+    assert [p.name for p in (b / "listops").iterdir()] == ["longformer-s0"]
+    assert cli.main(["arena", "merge", str(a), str(b), "--out", str(merged)]) == 0
+    cells = json.loads((merged / "cells.json").read_text())
+    assert _same(cells) == _same(table.collect([baseline]))
+    with pytest.raises(ValueError, match="is in both"):
+        table.collect([a, a.parent / "a"])
+
+
+def test_killed_cell_resumes_where_it_stopped(baseline, tmp_path):
+    out, flag = tmp_path / "out", tmp_path / "halted"
+    env = {**os.environ, "TFAMILY_TEST_HALT": "step:3", "TFAMILY_TEST_HALT_FILE": str(flag)}
+    proc = subprocess.Popen([sys.executable, "-m", "tfamily.cli", "arena", *TINY, "--out", str(out)], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    kill_when_flagged(proc, flag)
+    first = out / "listops" / "gpt-s0"
+    assert not (first / "cell.json").exists() and (first / "checkpoints" / "step-00000002").is_dir()
+    assert _arena(out) == 0
+    cells = table.collect([out])
+    assert [c["resumed"] for c in cells] == [True, False]
+    assert _same(cells) == _same(table.collect([baseline]))  # the loop's resume is exact
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--members", "gtp"], "unknown member 'gtp'; did you mean 'gpt'?"),
+    (["--tasks", "listop"], "unknown arena task 'listop'; did you mean 'listops'?"),
+    (["--shard", "3/2"], "--shard 3/2: give i/n with 0 <= i < n"),
+    (["--steps", "0"], "--steps must be an integer >= 1, got 0"),
+    (["--tasks", "mnist", "--length", "mnist=5"], "--length mnist=5 must divide 28"),
+    (["--members", "transformer_xl"], "member transformer_xl cannot be an arena classifier"),
+])
+def test_bad_arguments_are_refused_in_one_line(argv, message, tmp_path, capsys):
+    assert cli.main(["arena", *argv, "--out", str(tmp_path / "x")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and message in err, err
+    assert not (tmp_path / "x").exists()
+
+
+def test_a_cell_planned_otherwise_is_refused(baseline):
+    with pytest.raises(ValueError, match=r"was run with other settings \(steps: 4 -> 6\)"):
+        grid.run_cell(grid.Cell("listops", "gpt", 0), grid.Settings(steps=6, lengths={"listops": 24}, d_model=16,
+                      n_layers=1, n_heads=2, batch_size=4, eval_examples=16), baseline)
