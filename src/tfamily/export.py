@@ -186,6 +186,11 @@ def export(model: nn.Module, fmt: str, out: str | Path, seq_len: int) -> dict:
     reason = refusal(spec, fmt)
     if reason:
         raise ValueError(reason)
+    if isinstance(seq_len, bool) or not isinstance(seq_len, int) or seq_len < 1:
+        raise ValueError(f"seq_len (the traced example's length) must be an integer >= 1, got {seq_len!r}")
+    device = next(model.parameters()).device
+    if device.type != "cpu":
+        raise ValueError(f"export a model on the CPU (it is on {device}); call model.cpu() first")
     top = max_len(model)
     n = min(seq_len, top) if top else seq_len
     path = check_out(out, fmt)
