@@ -105,10 +105,16 @@ def test_states_and_patterns_that_padding_would_change_are_refused(member, kw, w
 
 
 @pytest.mark.parametrize("member, words", [("bert", ["attends both ways", "tfamily eval"]),
-                                           ("vanilla", ["decoder-only", "beam_search"])])
+                                           ("vanilla", ["decoder-only", "beam_search"]),
+                                           ("gpt_classifier", ["decoder-only", "tfamily eval"])])
 def test_models_that_cannot_continue_text_are_refused(member, words):
+    if member == "gpt_classifier":
+        model = tfamily.build(members.gpt(**SMALL, model="classifier", objective__name="classification",
+                                          objective__params={"n_classes": 3}))
+    else:
+        model = _model(member)
     with pytest.raises(ValueError) as e:
-        generate(_model(member), torch.zeros(1, 3, dtype=torch.long), 2)
+        generate(model, torch.zeros(1, 3, dtype=torch.long), 2)
     assert all(w in str(e.value) for w in words)
 
 

@@ -90,7 +90,7 @@ def check_generates(model) -> None:
     from a source."""
     if isinstance(model, EncoderDecoder) or not isinstance(model, LanguageModel):
         raise ValueError(f"generate continues a decoder-only LM, not a {type(model).__name__}; decode an "
-                         f"encoder-decoder with beam_search or greedy_decode")
+                         f"encoder-decoder with beam_search or greedy_decode, score a classifier with `tfamily eval`")
     both_ways = sorted({a.pattern.name for a in model.modules() if isinstance(a, Attention) and not a.pattern.causal})
     if both_ways:
         raise ValueError(f"this model attends both ways (pattern {both_ways[0]!r}: an encoder such as BERT), so it "

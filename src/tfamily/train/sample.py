@@ -210,7 +210,8 @@ def _member(tr: Trained) -> str:
 def _check_text_model(tr: Trained) -> None:
     """Only a decoder trained on text continues text; say what to use instead."""
     if tr.spec.model != "decoder":
-        what = "an encoder (masked LM)" if tr.spec.model == "encoder" else "an encoder-decoder (it decodes a source)"
+        what = {"encoder": "an encoder (masked LM)", "encoder_decoder": "an encoder-decoder (it decodes a source)",
+                "classifier": "a classifier"}.get(tr.spec.model, f"a {tr.spec.model}")
         raise ValueError(f"member {_member(tr)!r} is {what} and cannot continue a prompt; score it with "
                          f"`tfamily eval {tr.path}`, or train a decoder such as gpt to generate")
     if tr.vocab is None:
