@@ -1,10 +1,10 @@
 """Autotune: the thread count and precision a run trains in, decided in two seconds at most.
 
 ``train.threads: auto`` (the default) times one thread against all of them on the run's own
-feed-forward product, (tokens x d_model) @ (d_model x d_ff), in 30 ms slots interleaved over two
-rounds (about 0.2 s): a busy machine can make multi-threaded CPU training several times slower
-than one thread (9x at a load of 9 on 2 cores, where timing the model itself at two threads took
-20 s). ``train.precision: auto`` on a bf16-native CPU then times fp32 against bf16 on a
+feed-forward product, (tokens x d_model) @ (d_model x d_ff), in 20 ms slots interleaved over four
+rounds (about 0.2 s), and takes all where they are 1.25x faster: a busy machine can make
+multi-threaded CPU training several times slower than one thread (9x at a load of 9 on 2 cores,
+where timing the model itself at two threads took 20 s). ``train.precision: auto`` on a bf16-native CPU then times fp32 against bf16 on a
 throwaway copy of the model, on the run's first batch at the chosen thread count, unless its
 first steps predict that takes over two seconds: casts can outweigh the matmuls at small widths
 (docs/results/training.md: at d 128 fp32 is 1.46x bf16, at d 256 bf16 is 1.8x fp32 on a Xeon),
@@ -28,7 +28,8 @@ from torch import nn
 from .device import autocast
 from .evaluate import to_device
 
-SLOT_S = 0.03        # one timing slot of the matmul probe
+SLOT_S = 0.02        # one timing slot of the matmul probe
+GAIN = 1.25          # all threads only when they beat one by this much (load changes during a 0.2 s probe)
 PROBE_S = 2.0        # the most the model probe may take (it stops once its first steps predict more)
 # A training step's FLOP/s over the product's, forward and backward of a GPT at d 128 and 256 on a
 # 2-core Zen 5 (fp32 0.67-0.92, bf16 0.20-0.49: the casts and the unfused parts weigh more there).
@@ -45,7 +46,7 @@ class Choice:
 
 
 def matmul_rates(counts: list[int], shape: tuple[int, int, int], device: torch.device, precision: str = "fp32",
-                 slot: float = SLOT_S, rounds: int = 2) -> dict[int, float]:
+                 slot: float = SLOT_S, rounds: int = 4) -> dict[int, float]:
     """FLOP/s of a (rows x d) @ (d x d_ff) product (``shape``) at each thread count in ``counts``,
     each timed for ``slot`` seconds per round, rounds interleaved after an untimed one."""
     rows, d, d_ff = shape
@@ -103,14 +104,15 @@ def probe(make_model: Callable[[], nn.Module], batch: dict, units: int, device: 
 def choose(precision: str, *, threads: bool, time_precision: bool, device: torch.device,
            shape: tuple[int, int, int], step_flops: float, units: int,
            measure: Callable[[list, float], dict]) -> Choice:
-    """Time 1 thread against all (``threads``) and set the faster; then fp32 against bf16 on the
-    model with ``measure(settings, budget_s) -> units/s`` (``time_precision``) where that takes
-    under ``PROBE_S``, else bf16 from d_model 256 up (``shape``'s d) and fp32 below. The step time
-    is estimated from the product's rate, or the model's where it was timed."""
+    """Time 1 thread against all (``threads``) and set all where they are ``GAIN`` times faster; then
+    fp32 against bf16 on the model with ``measure(settings, budget_s) -> units/s``
+    (``time_precision``) where that takes under ``PROBE_S``, else bf16 from d_model 256 up
+    (``shape``'s d) and fp32 below. The step time is estimated from the product's rate, or the
+    model's where it was timed."""
     most = torch.get_num_threads()
     counts = [1, most] if threads and most > 1 else [most]
     flops = matmul_rates(counts, shape, device)
-    n = max(flops, key=flops.get)
+    n = most if flops[most] >= GAIN * flops[min(counts)] else min(counts)
     if device.type == "cpu":
         torch.set_num_threads(n)
     step_s, precision_rates = step_flops / (EFFICIENCY["fp32"] * flops[n]), None

@@ -26,7 +26,7 @@ from typing import Any
 
 import yaml
 
-SECTIONS = ("name", "member", "size", "model", "data", "train")
+SECTIONS = ("name", "member", "model", "data", "train", "size")
 PRECISIONS = ("auto", "bf16", "fp16", "fp32")
 OPTIMIZERS = ("adamw", "muon")  # built by train/optim.make_optimizer
 DEVICES = ("auto", "cpu", "cuda")

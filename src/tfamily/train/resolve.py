@@ -1,6 +1,8 @@
 """A member's defaults in a given run: what its paper's mechanism needs from the data, decided
 once at start, with one line for each decision that changes what the member does.
 
+- Size. ``cfg.size`` (small or paper, ``presets.py``) gives the member's sizes, under the config's
+  ``model`` overrides and before the context rule below.
 - Streams. A member whose state crosses segments (XL memory, Dai et al. 2019, section 3.2; an
   RNN's hidden state under truncated backpropagation, Williams & Peng 1990) trains and evaluates
   on contiguous streams, so that row r of batch t + 1 continues row r of batch t and the state

@@ -1,6 +1,6 @@
 """The start of a run in one line, printed within seconds of launch, before the first step:
 
-    gpt (small): 0.96M parameters, 2,048 tokens per step, cpu (x86_64, AVX512, bf16 native), fp32,
+    gpt (small): 0.93M parameters, 2,048 tokens per step, cpu (x86_64, AVX512, bf16 native), fp32,
     2 threads; estimated 21 s per 100 steps, 3.5 min to the end (step 1000)
 
 The estimate is the model's training FLOPs at the rate the autotune measured (``autotune.py``:
@@ -108,8 +108,9 @@ def first_line(tr, step_s: float) -> str:
     """Member, size, parameters, units per step, device, precision, threads and the estimate."""
     size = f" ({tr.cfg.size})" if tr.spec is not None else ""
     n = torch.get_num_threads()
-    return (f"{tr.cfg.member}{size}: {tr.params / 1e6:.2f}M parameters, {tr.units_per_step:,} {tr.task.unit} "
-            f"per step, {_device(tr.device)}, {tr.precision}, {n} thread{'s' * (n > 1)}; estimated "
+    unit = "environment steps per update" if tr.task.unit == "steps" else f"{tr.task.unit} per step"
+    return (f"{tr.cfg.member}{size}: {tr.params / 1e6:.2f}M parameters, {tr.units_per_step:,} {unit}, "
+            f"{_device(tr.device)}, {tr.precision}, {n} thread{'s' * (n > 1)}; estimated "
             f"{duration(100 * step_s)} per 100 steps, {_to_end(tr, step_s)}")
 
 
