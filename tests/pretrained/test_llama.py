@@ -14,7 +14,8 @@ from .conftest import hf_greedy, save_hf
 LLAMA = dict(vocab_size=67, hidden_size=32, intermediate_size=56, num_hidden_layers=2, num_attention_heads=4,
              num_key_value_heads=2, max_position_embeddings=64, rope_theta=500.0)
 MISTRAL = {**LLAMA, "sliding_window": 5}
-PEERS = {"llama": ("LlamaForCausalLM", "LlamaConfig", LLAMA), "mistral": ("MistralForCausalLM", "MistralConfig", MISTRAL)}
+PEERS = {"llama": ("LlamaForCausalLM", "LlamaConfig", LLAMA),
+         "mistral": ("MistralForCausalLM", "MistralConfig", MISTRAL)}
 
 
 def _logit_diff(model, hf, dtype=torch.float32, n=24) -> float:

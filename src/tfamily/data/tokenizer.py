@@ -49,7 +49,8 @@ class TokenizerVocab:
     @classmethod
     def from_json(cls, d: dict) -> TokenizerVocab:
         if not isinstance(d, dict) or d.get("type") != "tokenizer" or not isinstance(d.get("json"), str):
-            raise ValueError("not a tokenizer vocabulary; expected {'type': 'tokenizer', 'json': <tokenizer.json text>}")
+            raise ValueError("not a tokenizer vocabulary; expected {'type': 'tokenizer', 'json': "
+                             "<the text of a tokenizer.json>}")
         return cls(d["json"])
 
     def __eq__(self, other: object) -> bool:

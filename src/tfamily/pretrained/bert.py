@@ -42,7 +42,8 @@ def spec(config: dict) -> Spec:
     return Spec.from_dict(dict(
         member=kind, model="encoder", paper=f"{'RoBERTa' if kind == 'roberta' else 'BERT'}, from a Hugging Face "
                                             f"checkpoint", vocab_size=vocab, d_model=d,
-        dropout=field(config, "hidden_dropout_prob", 0.1), attn_dropout=field(config, "attention_probs_dropout_prob", 0.1),
+        dropout=field(config, "hidden_dropout_prob", 0.1),
+        attn_dropout=field(config, "attention_probs_dropout_prob", 0.1),
         ff_dropout=0.0, tie_embeddings=field(config, "tie_word_embeddings", True), scale_embeddings=False,
         logit_scale=False, bias=True, pattern={"name": "full"},
         position={"name": "learned", "max_len": field(config, "max_position_embeddings", 512) - _offset(config)},

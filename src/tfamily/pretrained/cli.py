@@ -23,8 +23,10 @@ def add_parser(sub) -> None:
     p.add_argument("checkpoint", metavar="DIR", help="the directory save_pretrained wrote")
     p.add_argument("--out", metavar="OUT", required=True, help="the tfamily run directory to write (must not exist)")
     p.add_argument("--dtype", choices=DTYPES, default="fp32", help="the weights' precision in the run (default fp32)")
-    p.add_argument("--corpus", default="tinyshakespeare", help="the corpus `tfamily eval` scores (default tinyshakespeare)")
-    p.add_argument("--seq-len", type=int, help="context length for eval and generate (default: the model's, at most 1024)")
+    p.add_argument("--corpus", default="tinyshakespeare",
+                   help="the corpus (a name or a text file) `tfamily eval` scores (default tinyshakespeare)")
+    p.add_argument("--seq-len", type=int,
+                   help="context length for eval and generate (default: the model's, at most 1024)")
     p.add_argument("--debug", action="store_true", help="show tracebacks instead of one-line errors")
     p.set_defaults(func=_convert)
 
@@ -62,10 +64,11 @@ def convert(src: str | Path, out: str | Path, *, dtype: str = "fp32", corpus: st
               f"(copy it beside config.json and convert again)", file=sys.stderr)
     seq_len = seq_len or min(spec.position.max_len, 1024)
     member = "bert" if spec.model == "encoder" else "gpt"
+    rng, rng_meta = checkpoint.capture_rng()  # the sections a run's checkpoint holds, as the trainer writes them
     cfg = Config(member=member, name=out.name, data=DataConfig(corpus=corpus, seq_len=seq_len))
     meta = {"tokens": 0, "elapsed": 0.0, "world_size": 1, "spec": spec.to_dict(), "config": cfg.to_dict(),
             "vocab": vocab.to_json() if vocab is not None else None,
             "source": {"name": f"pretrained:{src.name}", "kind": "text", "seq_len": seq_len, "unit": "tokens"},
-            "scheduler": {}, "optimizer": None, "rng": {}, "data": {}, "precision": dtype,
+            "scheduler": {}, "optimizer": None, "rng": rng_meta, "data": {}, "precision": dtype,
             "metrics": {"train_loss": None, "val": None}, "pretrained": str(src.resolve())}
-    return checkpoint.write(out / "checkpoints", 0, model, {}, meta, keep=1)
+    return checkpoint.write(out / "checkpoints", 0, model, {"rng": rng}, meta, keep=1)
