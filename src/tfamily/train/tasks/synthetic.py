@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterator
 
+import numpy as np
 import torch
 
 from ...data import make_task
@@ -18,8 +19,9 @@ from ..task import step_position
 
 
 def generator(seed: int, index: int) -> torch.Generator:
-    # Distinct (seed, index) pairs give distinct seeds for seed < 2**31 and index < 2**32.
-    return torch.Generator().manual_seed(((seed << 32) ^ index) & ((1 << 63) - 1))
+    # torch's CPU generator (mt19937) keeps only the low 32 bits of its seed, so packing the pair
+    # as (seed << 32) ^ index gave every run seed the same batches; SeedSequence hashes the pair.
+    return torch.Generator().manual_seed(int(np.random.SeedSequence([seed, index]).generate_state(1)[0]))
 
 
 EVAL_INDEX = 1 << 31  # held-out batches use generators disjoint from training's
