@@ -130,6 +130,25 @@ def check_recurrent(spec: Spec) -> None:
                          "bidirectional encoder's are twice the decoder's; use 'general', 'concat' or 'additive'")
 
 
+def check_unused_by_recurrent(spec: Spec) -> None:
+    """A recurrent stack has no attention pattern, kernel, heads, residual or feed-forward, so a
+    setting of any of them would be silently ignored: refuse it by name."""
+    if not DEPTHS.entry(spec.depth.name).info.get("recurrent", False):
+        return
+    from .spec import FeedForwardSpec, HeadsSpec, KernelSpec, PatternSpec, ResidualSpec
+    for key, part, default in (("pattern", spec.pattern, PatternSpec()), ("kernel", spec.kernel, KernelSpec()),
+                               ("heads", spec.heads, HeadsSpec(n_heads=1)), ("residual", spec.residual, ResidualSpec()),
+                               ("ff", spec.ff, FeedForwardSpec())):
+        if part != default:
+            name = getattr(part, "name", None)
+            shown = f" {name!r}" if name != getattr(default, "name", None) else ""
+            raise ValueError(f"model.{key}{shown} would do nothing with depth {spec.depth.name!r}: a recurrent stack has "
+                             f"no attention pattern, kernel, heads, residual or feed-forward; drop the model.{key} "
+                             f"override (or pick a Transformer member, e.g. gpt)")
+
+
+# checks run in name order: this one before 'lsh' and 'params', which build parts it names as unused
+CHECKS.register("ignored_by_recurrent", check_unused_by_recurrent)
 CHECKS.register("params", check_params)
 CHECKS.register("recurrent", check_recurrent)
 CHECKS.register("lsh", check_lsh)

@@ -68,6 +68,8 @@ def user_error(e: BaseException) -> str | None:
         if e.errno is None:  # raised by tfamily with its own message
             return one_line(str(e))
         where = (f": {e.filename}" + (f" -> {e.filename2}" if e.filename2 else "")) if e.filename else ""
+        if e.errno in (errno.ENOSPC, errno.EDQUOT):
+            return f"{e.strerror}{where}; free space there or pick another directory"
         return f"{e.strerror}{where}; check the path and its permissions, or pick another"
     if isinstance(e, MemoryError):
         return f"out of memory ({e or 'allocation failed'}); use a smaller model, batch or sequence length"
@@ -137,8 +139,10 @@ def main(argv: list[str] | None = None) -> int:
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
+    from .interrupt import guard
     try:
-        return int(args.func(args) or 0)
+        with guard():  # Ctrl-C: out within seconds, whatever clean-up hangs (interrupt.py)
+            return int(args.func(args) or 0)
     except (UserError, ValueError, TypeError, OSError, MemoryError) as e:
         message = user_error(e)
         if message is None or getattr(args, "debug", False):

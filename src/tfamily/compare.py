@@ -45,8 +45,7 @@ class Run:
 
 def load(path: str | Path) -> Run:
     """The run in ``path``, or a one-line error naming what is missing."""
-    import yaml
-
+    from .textload import load_json, load_yaml
     from .train.metrics import read_csv
     p = Path(path)
     if not p.is_dir():
@@ -56,8 +55,9 @@ def load(path: str | Path) -> Run:
         raise FileNotFoundError(f"{str(path)!r} has no result.json, so it is not a finished run; pass a run "
                                 f"directory whose training ended (a killed run finishes with "
                                 f"`tfamily train --resume {path}`)")
-    result = json.loads((p / "result.json").read_text(encoding="utf-8"))
-    config = yaml.safe_load((p / "config.yaml").read_text(encoding="utf-8")) if (p / "config.yaml").is_file() else {}
+    result = load_json((p / "result.json").read_text(encoding="utf-8"), str(p / "result.json"))
+    config = (load_yaml((p / "config.yaml").read_text(encoding="utf-8"), str(p / "config.yaml"))
+              if (p / "config.yaml").is_file() else {})
     rows = [read_csv(p / name) if (p / name).is_file() else [] for name in ("train.csv", "eval.csv")]
     return Run(str(path).rstrip("/") or str(path), p, result, config or {}, rows[0], rows[1])
 

@@ -64,6 +64,21 @@ def _layers(spec: Spec) -> int:
     return n + ((spec.depth.n_enc_layers or n) if spec.model == "encoder_decoder" else 0)
 
 
+def mask_bytes(spec: Spec, batch: int, seq_len: int) -> int:
+    """What one attention call holds at L x L: the reference kernel's fp32 scores for every row and
+    head; SDPA, for a pattern other than causal or full, its boolean mask and the fp32 bias made
+    from it (``nn/kernels/sdpa.py``). The sparse kernels (blocksparse, flex, lsh) hold none."""
+    if spec.depth.name in _RECURRENT_GATES:
+        return 0
+    patterns = {p.name for p in (spec.pattern.per_layer or (spec.pattern,))}
+    square = seq_len * seq_len
+    if spec.kernel.name == "reference":
+        return batch * spec.heads.n_heads * square * FP32
+    if spec.kernel.name == "sdpa" and patterns - {"causal", "full"}:
+        return square * (1 + FP32)
+    return 0
+
+
 def estimate(spec: Spec, *, batch: int | None = None, seq_len: int | None = None,
              training: bool = False) -> Estimate:
     params = param_count(spec)
@@ -71,7 +86,7 @@ def estimate(spec: Spec, *, batch: int | None = None, seq_len: int | None = None
     acts = 0
     if batch is not None and seq_len is not None:
         tokens = batch * seq_len
-        acts = tokens * (spec.d_model * _layers(spec) + spec.vocab_size) * FP32
+        acts = tokens * (spec.d_model * _layers(spec) + spec.vocab_size) * FP32 + mask_bytes(spec, batch, seq_len)
     return Estimate(params, weights, (3 * params * FP32 + weights) if training else 0, acts)
 
 
@@ -123,6 +138,9 @@ def _fmt(n: float) -> str:
     return f"{n:.1f} {units[i]}" if n < 1e6 else f"{n:.2e} {units[i]}"
 
 
+fmt_bytes = _fmt  # for the other size checks (rl/train.py)
+
+
 def check_fits(spec: Spec, *, batch: int | None = None, seq_len: int | None = None, training: bool = False,
                device: torch.device | str = "cpu") -> Estimate:
     """Refuse (ValueError, with the numbers) a spec, batch and length whose lower-bound memory
@@ -136,7 +154,12 @@ def check_fits(spec: Spec, *, batch: int | None = None, seq_len: int | None = No
         parts.append(f"{_fmt(est.training_bytes)} with gradients and AdamW moments")
     if est.activation_bytes:
         parts.append(f"{_fmt(est.activation_bytes)} of activations for batch {batch} x {seq_len} tokens")
+    masks = mask_bytes(spec, batch, seq_len) if batch and seq_len else 0
+    if masks:
+        parts.append(f"of them {_fmt(masks)} for kernel {spec.kernel.name!r} with pattern {spec.pattern.name!r}, "
+                     f"which holds {seq_len} x {seq_len} scores or masks")
     sizes = (f"d_model={spec.d_model}, d_ff={spec.d_ff}, vocab_size={spec.vocab_size}, "
-             f"n_layers={spec.depth.n_layers}" + (f", batch_size={batch}, seq_len={seq_len}" if batch else ""))
+             f"n_layers={spec.depth.n_layers}" + (f", batch_size={batch}, seq_len={seq_len}" if batch else "")
+             + (", or use model.kernel.name=blocksparse (no L x L mask)" if masks else ""))
     raise ValueError(f"this model cannot fit: it needs at least {_fmt(est.total)} ({'; '.join(parts)}) but the "
                      f"machine has {what}; lower some of {sizes}")

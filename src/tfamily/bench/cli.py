@@ -46,8 +46,19 @@ def group(sub, command: str, help_: str, table: dict) -> None:
     for name, mod in _available(table).items():
         q = inner.add_parser(name, help=(mod.__doc__ or "").strip().splitlines()[0] if mod.__doc__ else None)
         mod.add_args(q)
-        q.set_defaults(func=mod.run)
+        q.set_defaults(func=_no_negative_counts(mod.run))
     p.set_defaults(func=lambda args: p.print_help() or 2)
+
+
+def _no_negative_counts(run):
+    """Every integer option of a bench or repro is a count, size or seed: a negative one is refused
+    in one line here rather than deep inside (``torch.set_num_threads(-1)`` raises RuntimeError)."""
+    def checked(args):
+        for name, v in vars(args).items():
+            if isinstance(v, int) and not isinstance(v, bool) and v < 0:
+                raise ValueError(f"--{name.replace('_', '-')} must be >= 0, got {v}")
+        return run(args)
+    return checked
 
 
 def add_parser(sub) -> None:

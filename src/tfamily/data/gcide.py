@@ -30,6 +30,7 @@ from __future__ import annotations
 import gzip
 import os
 import re
+import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -227,8 +228,12 @@ def load_reverse_dictionary(data_dir: str | os.PathLike | None = None, *, path: 
     key = (str(file.resolve()), st.st_size, st.st_mtime_ns, split_seed, tuple(sorted(params.items())))
     if key not in _CACHE:
         opener = gzip.open if file.suffix == ".gz" else open
-        with opener(file, "rt", encoding="utf-8", errors="replace") as f:
-            pairs = parse_gcide(f, **params)
+        try:
+            with opener(file, "rt", encoding="utf-8", errors="replace") as f:
+                pairs = parse_gcide(f, **params)
+        except (gzip.BadGzipFile, EOFError, zlib.error) as e:
+            raise ValueError(f"reverse_dictionary: {file} is not a readable gzip file ({e}): it is corrupt or "
+                             f"truncated; replace it with a complete {GCIDE_FILE} (or a plain-text GCIDE file)") from e
         parts = split_by_headword(pairs, split_seed)
         _CACHE[key] = ReverseDictionary(parts["train"], parts["valid"], parts["test"], file)
     return _CACHE[key]

@@ -94,12 +94,19 @@ def run(args) -> int:
     unknown = sorted(set(names) - set(plan))
     if unknown:
         raise ValueError(f"unknown run(s) {unknown}; choose from {', '.join(plan)}")
+    for flag in ("seq_len", "steps", "batch_size", "d_model", "layers", "heads", "block_size"):
+        if getattr(args, flag) < 1:
+            raise ValueError(f"--{flag.replace('_', '-')} must be >= 1, got {getattr(args, flag)}")
     out = Path(args.out or f"runs/repro/sparse-text/{time.strftime('%Y%m%d-%H%M%S')}")
     rows, curves = [], []
     for name in names:
         cmd = command(name, plan[name], args, out / name)
         print("# " + " ".join(cmd[2:]), file=sys.stderr, flush=True)
         proc = subprocess.run(cmd, capture_output=True, text=True)
+        last = (proc.stderr.strip().splitlines() or [""])[-1]
+        if proc.returncode in (2, 3) and last.startswith("tfamily train: "):  # the run's own one-line answer
+            raise ValueError(f"training {name}: {last.split(': ', 2)[-1]} (sparse-text passes --corpus, --seq-len, "
+                             f"--d-model, --layers, --heads, --lr, ... as data.*, model.* and train.* settings)")
         if proc.returncode:
             raise RuntimeError(f"training {name} failed:\n{proc.stderr[-3000:]}")
         res = json.loads(proc.stdout.strip().splitlines()[-1])

@@ -12,12 +12,21 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 
 from ..compare import add_compare_args  # compare.py imports no torch at module level
 from .sweep import POPGYM_EASY
 from .sweep import TORSOS as SWEEP_TORSOS  # sweep.py imports no torch at module level
 
 TORSOS = "gtrxl | trxl_i | transformer_xl | lstm | gru (or any member with XL memory)"
+DEFAULTS = {"lr": 5e-4, "n_envs": 32, "rollout": 64, "epochs": 4, "minibatches": 2, "d_model": 64, "layers": 2,
+            "heads": 4, "mem_len": 64}
+# flag -> where a run's config keeps it: (section, key); "task_params" is data.task_params
+SAVED = {"env": ("data", "task"), "member": ("member", None), "seed": ("train", "seed"), "lr": ("train", "lr"),
+         "n_envs": ("task_params", "n_envs"), "rollout": ("task_params", "rollout"),
+         "epochs": ("task_params", "epochs"), "minibatches": ("task_params", "minibatches"),
+         "d_model": ("model", "d_model"), "layers": ("model", "n_layers"), "heads": ("model", "n_heads"),
+         "mem_len": ("model", "mem_len"), "gate_bias": ("model", "gate_bias")}
 
 
 def add_parser(sub) -> None:
@@ -27,9 +36,9 @@ def add_parser(sub) -> None:
     rsub = rl.add_subparsers(dest="rl_command", metavar="COMMAND")
     p = rsub.add_parser("train", help="train a policy")
     p.add_argument("--env", help="gymnasium id, e.g. popgym-RepeatFirstEasy-v0")
-    p.add_argument("--member", default="gtrxl", help=f"torso: {TORSOS}")
+    p.add_argument("--member", help=f"torso: {TORSOS} (default gtrxl)")
     p.add_argument("--steps", type=int, help="environment steps (at least one rollout: n_envs x rollout)")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=int, help="default 0")
     p.add_argument("--out", metavar="DIR", help="run directory (default runs/rl/<env>-<member>-s<seed>)")
     p.add_argument("--resume", metavar="DIR", help="continue the run in DIR exactly (--steps: a new total)")
     _run_settings(p)
@@ -80,15 +89,16 @@ def add_parser(sub) -> None:
 def _run_settings(p) -> None:
     """Rollout, PPO, torso and loop options shared by train and sweep."""
     p.add_argument("--time-budget", metavar="DUR", help="wall-clock budget (per run), e.g. 5m")
-    p.add_argument("--lr", type=float, default=5e-4)
-    p.add_argument("--n-envs", type=int, default=32)
-    p.add_argument("--rollout", type=int, default=64, help="steps per environment per rollout")
-    p.add_argument("--epochs", type=int, default=4)
-    p.add_argument("--minibatches", type=int, default=2)
-    p.add_argument("--d-model", type=int, default=64)
-    p.add_argument("--layers", type=int, default=2)
-    p.add_argument("--heads", type=int, default=4)
-    p.add_argument("--mem-len", type=int, default=64)
+    # Defaults are filled in by _shared, so a resumed run can tell a given flag from a default.
+    p.add_argument("--lr", type=float, help=f"default {DEFAULTS['lr']}")
+    p.add_argument("--n-envs", type=int, help=f"default {DEFAULTS['n_envs']}")
+    p.add_argument("--rollout", type=int, help=f"steps per environment per rollout (default {DEFAULTS['rollout']})")
+    p.add_argument("--epochs", type=int, help=f"default {DEFAULTS['epochs']}")
+    p.add_argument("--minibatches", type=int, help=f"default {DEFAULTS['minibatches']}")
+    p.add_argument("--d-model", type=int, help=f"default {DEFAULTS['d_model']}")
+    p.add_argument("--layers", type=int, help=f"default {DEFAULTS['layers']}")
+    p.add_argument("--heads", type=int, help=f"default {DEFAULTS['heads']}")
+    p.add_argument("--mem-len", type=int, help=f"default {DEFAULTS['mem_len']}")
     p.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE",
                    help="other rl settings: clip, vf_coef, ent_coef, gamma, lam, eval_episodes")
     p.add_argument("--ckpt-every", type=int, metavar="UPDATES",
@@ -107,30 +117,51 @@ def _settings(items: list[str]) -> dict:
     return out
 
 
+def _resume_overrides(args) -> dict:
+    """The dotted overrides a resumed run honours (--steps as a new total, --time-budget,
+    --ckpt-every, --no-progress); any other flag given must equal what the run was trained with."""
+    from pathlib import Path
+
+    from ..train import checkpoint
+    ck = checkpoint.load(args.resume)
+    cfg, run = ck.meta["config"], ck.path.parent.parent
+    if args.out is not None and Path(args.out).expanduser().resolve() != run.resolve():
+        raise ValueError(f"--resume continues in the run's own directory {run}; drop --out {args.out} (to branch "
+                         f"a run, copy its directory and resume the copy)")
+    given = {k: getattr(args, k) for k in SAVED if getattr(args, k) is not None}
+    given.update(_settings(args.set))
+    for key, value in given.items():
+        section, name = SAVED.get(key, ("task_params", key))
+        if section == "task_params" and name not in cfg["data"]["task_params"]:
+            raise ValueError(f"unknown rl setting --set {key}; valid: {', '.join(sorted(cfg['data']['task_params']))}")
+        saved = (cfg.get(section) if name is None else cfg["data"]["task_params"].get(name)
+                 if section == "task_params" else (cfg.get(section) or {}).get(name))
+        if value != saved:
+            flag = f"--{key.replace('_', '-')}" if key in SAVED else f"--set {key}="
+            raise ValueError(f"--resume continues {run} as it was trained, with {key} {saved!r}, not {value!r}; drop "
+                             f"{flag.rstrip('=')} (different settings need a new run: --out DIR without --resume)")
+    overrides = {}
+    if args.steps is not None:
+        params = cfg["data"]["task_params"]
+        per = params["epochs"] * params["minibatches"]
+        overrides["train.max_steps"] = math.ceil(args.steps / (params["n_envs"] * params["rollout"])) * per
+    if args.time_budget:
+        overrides["train.time_budget"] = args.time_budget
+    if args.ckpt_every is not None:
+        overrides["train.ckpt_every"] = args.ckpt_every
+    if args.no_progress:
+        overrides["train.progress"] = False
+    return overrides
+
+
 def _train(args) -> int:
+    from ..train.loop import NonFiniteLoss
     from .train import rl_config, train
-    if args.resume:
-        overrides = {}
-        if args.steps is not None:
-            from ..train import checkpoint
-            params = checkpoint.load(args.resume).meta["config"]["data"]["task_params"]
-            per = params["epochs"] * params["minibatches"]
-            overrides["train.max_steps"] = math.ceil(args.steps / (params["n_envs"] * params["rollout"])) * per
-        if args.time_budget:
-            overrides["train.time_budget"] = args.time_budget
-        if args.no_progress:
-            overrides["train.progress"] = False
-        result = train(resume=args.resume, overrides=overrides)
-    else:
-        if not args.env or args.steps is None:
-            raise ValueError("rl train needs --env ENV and --steps N (or --resume DIR)")
-        settings, torso = _shared(args)
-        if args.gate_bias is not None:
-            torso["gate_bias"] = args.gate_bias
-        cfg = rl_config(args.env, args.member, args.steps, seed=args.seed, out=args.out, lr=args.lr,
-                        time_budget=args.time_budget, torso=torso, settings=settings,
-                        progress=not args.no_progress, ckpt_every=args.ckpt_every)
-        result = train(cfg)
+    try:
+        result = _train_run(args, rl_config, train)
+    except NonFiniteLoss as e:  # as `tfamily train`: one line, exit 3, the last checkpoint kept
+        print(f"tfamily rl: stopped: {str(e).split(' Try ')[0]} Try a lower --lr.", file=sys.stderr)
+        return 3
     if args.json:
         print(json.dumps(result, indent=1))
     else:
@@ -139,18 +170,41 @@ def _train(args) -> int:
     return 0
 
 
+def _train_run(args, rl_config, train) -> dict:
+    if args.resume:
+        return train(resume=args.resume, overrides=_resume_overrides(args))
+    if not args.env or args.steps is None:
+        raise ValueError("rl train needs --env ENV and --steps N (or --resume DIR)")
+    settings, torso = _shared(args)
+    if args.gate_bias is not None:
+        torso["gate_bias"] = args.gate_bias
+    cfg = rl_config(args.env, args.member or "gtrxl", args.steps, seed=args.seed or 0, out=args.out,
+                    lr=_given(args, "lr"), time_budget=args.time_budget, torso=torso, settings=settings,
+                    progress=not args.no_progress, ckpt_every=args.ckpt_every)
+    return train(cfg)
+
+
+def _given(args, name: str):
+    v = getattr(args, name)
+    return DEFAULTS[name] if v is None else v
+
+
 def _shared(args) -> tuple[dict, dict]:
-    settings = {"n_envs": args.n_envs, "rollout": args.rollout, "epochs": args.epochs,
-                "minibatches": args.minibatches, **_settings(args.set)}
-    torso = {"d_model": args.d_model, "n_layers": args.layers, "n_heads": args.heads, "mem_len": args.mem_len}
+    settings = {k: _given(args, k) for k in ("n_envs", "rollout", "epochs", "minibatches")}
+    settings.update(_settings(args.set))
+    torso = {"d_model": _given(args, "d_model"), "n_layers": _given(args, "layers"),
+             "n_heads": _given(args, "heads"), "mem_len": _given(args, "mem_len")}
     return settings, torso
 
 
 def _sweep(args) -> int:
     from .sweep import plan, status, stderr_log, sweep
     settings, model = _shared(args)
+    if args.threads is not None and args.threads < 1:
+        raise ValueError(f"--threads must be an integer >= 1 (torch threads per run), got {args.threads}; "
+                         f"leave it out for cores / jobs")
     runs = plan(args.envs, args.members, args.seeds, args.steps, args.out, settings=settings, model=model,
-                lr=args.lr, ckpt_every=args.ckpt_every, shard=args.shard)
+                lr=_given(args, "lr"), ckpt_every=args.ckpt_every, shard=args.shard)
     if args.dry_run:
         for i, run in enumerate(runs, 1):
             kind, step = status(run)

@@ -11,6 +11,7 @@ do; the loss itself takes them as given, so it can be checked by hand.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import torch
@@ -30,8 +31,8 @@ class PPOSettings:
     def __post_init__(self):
         for name in ("clip", "vf_coef", "ent_coef"):
             v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, (int, float)) or v < 0:
-                raise ValueError(f"ppo {name} must be a number >= 0, got {v!r}")
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 <= v < math.inf:
+                raise ValueError(f"ppo {name} must be a finite number >= 0, got {v!r}; e.g. --set {name}=0.01")
         for name in ("epochs", "minibatches"):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int) or v < 1:

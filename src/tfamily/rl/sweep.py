@@ -23,6 +23,8 @@ from dataclasses import asdict, dataclass
 from multiprocessing import get_context
 from pathlib import Path
 
+from ..textload import load_json
+
 # Morad et al. 2023's memory tasks at the Easy level (PAPERS.md: the stateless CartPole is
 # registered as PositionOnlyCartPole).
 POPGYM_EASY = ("popgym-RepeatPreviousEasy-v0", "popgym-RepeatFirstEasy-v0", "popgym-CountRecallEasy-v0",
@@ -123,14 +125,14 @@ def status(run: RunPlan) -> tuple[str, int | None]:
     from ..train import checkpoint
     path = run.dir / "plan.json"
     if path.is_file():
-        saved = json.loads(path.read_text(encoding="utf-8"))
+        saved = load_json(path.read_text(encoding="utf-8"), str(path))
         diffs = [f"{k}: saved {saved.get(k)!r}, asked {v!r}" for k, v in run.record().items() if saved.get(k) != v]
         if diffs:
             raise ValueError(f"{run.dir} was planned with other settings ({'; '.join(diffs)}); "
                              f"sweep into another --out or repeat the original settings")
     target = run.config(progress=False).train.max_steps
     result = run.dir / "result.json"
-    done = json.loads(result.read_text(encoding="utf-8"))["steps"] if result.is_file() else -1
+    done = load_json(result.read_text(encoding="utf-8"), str(result))["steps"] if result.is_file() else -1
     if done >= target:
         return "done", done
     if checkpoint.step_dirs(run.dir / "checkpoints"):

@@ -20,6 +20,8 @@ import math
 import statistics
 from pathlib import Path
 
+from ..textload import load_json
+
 
 def mmer(returns) -> float:
     """Maximum over training of the batch-mean episodic return (Morad et al. 2023)."""
@@ -57,9 +59,9 @@ def runs(sweep_dir: str | Path) -> list[dict]:
     out = []
     for plan_path in sorted(root.glob("*/*/plan.json")):
         run = plan_path.parent
-        plan = json.loads(plan_path.read_text(encoding="utf-8"))
+        plan = load_json(plan_path.read_text(encoding="utf-8"), str(plan_path))
         result_path = run / "result.json"
-        result = json.loads(result_path.read_text(encoding="utf-8")) if result_path.is_file() else None
+        result = load_json(result_path.read_text(encoding="utf-8"), str(result_path)) if result_path.is_file() else None
         xs, ys = curve(run) if (run / "train.csv").is_file() else ([], [])
         # a run continued to a larger --steps keeps its old result.json until it finishes again
         finished = result is not None and result["tokens"] >= plan["steps"] and (not xs or result["tokens"] >= xs[-1])
@@ -111,7 +113,7 @@ def _order(label: str) -> tuple:
 def load_baselines(path: str | Path | None) -> dict:
     if path is None:
         return {"source": None, "rows": []}
-    data = json.loads(Path(path).read_text(encoding="utf-8"))
+    data = load_json(Path(path).read_text(encoding="utf-8"), str(path))
     rows = data.get("rows") if isinstance(data, dict) else None
     need = {"env", "model", "mmer_mean", "ref"}
     if not isinstance(rows, list) or any(not isinstance(r, dict) or need - set(r) for r in rows):

@@ -16,7 +16,8 @@ from dataclasses import asdict, fields
 from pathlib import Path
 
 from ..train import checkpoint
-from ..train.config import Config, DataConfig, TrainConfig
+from ..sizes import fmt_bytes, machine_memory
+from ..train.config import MAX_SEED, Config, DataConfig, TrainConfig, validate
 from ..train.loop import Trainer, resume_config, seed_all
 from .encoders import encoder_for
 from .envs import check_env
@@ -44,13 +45,20 @@ def rl_config(env: str, member: str, steps: int, *, seed: int = 0, out: str | No
     """The run that trains ``member`` on ``env`` for ``steps`` environment steps (rounded up to
     whole rollouts); ``ckpt_every``: PPO updates between checkpoints (default 10 rollouts)."""
     rollout, ppo = _split(settings or {})
-    if isinstance(steps, bool) or not isinstance(steps, int) or steps < rollout.steps:
-        raise ValueError(f"--steps {steps!r} is fewer than one rollout: n_envs x rollout = {rollout.n_envs} x "
-                         f"{rollout.rollout} = {rollout.steps} environment steps; use --steps >= {rollout.steps}")
     model = {**TORSO_DEFAULTS, **(torso or {})}
     bad = sorted(set(model) - set(TORSO_KEYS))
     if bad:
         raise ValueError(f"unknown torso setting(s) {bad}; valid: {', '.join(TORSO_KEYS)}")
+    check_sizes(member, model, rollout)
+    _check_number("--lr", lr)
+    if ckpt_every is not None and (isinstance(ckpt_every, bool) or not isinstance(ckpt_every, int) or ckpt_every < 1):
+        raise ValueError(f"--ckpt-every must be an integer >= 1 (PPO updates between checkpoints), got "
+                         f"{ckpt_every!r}; leave it out to checkpoint every 10 rollouts")
+    if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed <= MAX_SEED:
+        raise ValueError(f"--seed must be an integer in [0, {MAX_SEED}], got {seed!r}")
+    if isinstance(steps, bool) or not isinstance(steps, int) or steps < rollout.steps:
+        raise ValueError(f"--steps {steps!r} is fewer than one rollout: n_envs x rollout = {rollout.n_envs} x "
+                         f"{rollout.rollout} = {rollout.steps} environment steps; use --steps >= {rollout.steps}")
     updates = ppo.epochs * ppo.minibatches
     name = f"{env}-{member}-s{seed}".replace("/", "_")
     train = TrainConfig(batch_size=rollout.n_envs, max_steps=math.ceil(steps / rollout.steps) * updates,
@@ -58,9 +66,46 @@ def rl_config(env: str, member: str, steps: int, *, seed: int = 0, out: str | No
                         betas=(0.9, 0.999), eps=1e-5, grad_clip=0.5, precision="fp32", seed=seed,
                         eval_every=None, eval_tokens=None, log_every=1, ckpt_every=ckpt_every or 10 * updates,
                         keep=2, out=out or f"runs/rl/{name}", tensorboard=tensorboard, progress=progress)
-    return Config(member=member, name=name, model=model,
-                  data=DataConfig(corpus=None, task=env, task_params={**asdict(rollout), **asdict(ppo)}),
-                  train=train)
+    cfg = Config(member=member, name=name, model=model,
+                 data=DataConfig(corpus=None, task=env, task_params={**asdict(rollout), **asdict(ppo)}),
+                 train=train)
+    validate(cfg)
+    return cfg
+
+
+def _check_number(flag: str, v) -> None:
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v <= 0:
+        raise ValueError(f"{flag} must be a finite number > 0, got {v!r}")
+
+
+_TORSO_FLAGS = (("d_model", "--d-model", 1), ("n_layers", "--layers", 1), ("n_heads", "--heads", 1),
+                ("mem_len", "--mem-len", 0))
+ENV_BYTES = 4 << 10  # a gymnasium environment object, at least
+
+
+def check_sizes(member: str, model: dict, rollout: RolloutSettings) -> None:
+    """Refuse torso sizes that are not positive integers, and a policy whose lower-bound memory
+    (fp32 weights, gradients and AdamW moments; a rollout's activations and memories; the
+    environments) exceeds the machine's, before anything is allocated."""
+    for key, flag, lo in _TORSO_FLAGS:
+        v = model.get(key)
+        if isinstance(v, bool) or not isinstance(v, int) or v < lo:
+            raise ValueError(f"{flag} ({key}) must be an integer >= {lo}, got {v!r}")
+    d, n = model["d_model"], model["n_layers"]
+    gates = {"lstm": 4, "gru": 3}.get(member)
+    # per layer: a recurrent cell's input and recurrent d x d matrices per gate, or attention's
+    # four d x d projections and the 4d feed-forward's two matrices
+    params = n * (gates * 2 * d * d if gates else 12 * d * d)
+    memory = 0 if gates else rollout.n_envs * model["mem_len"] * d * n
+    acts = rollout.steps * d * (n + 4) + memory
+    need = 4 * (4 * params + acts) + rollout.n_envs * ENV_BYTES
+    have, what = machine_memory()
+    if need > have:
+        raise ValueError(f"this policy cannot fit: it needs at least {fmt_bytes(need)} ({params:.3g} torso "
+                         f"parameters with gradients and AdamW moments, activations of n_envs x rollout = "
+                         f"{rollout.n_envs} x {rollout.rollout} steps) but the machine has {what}; lower some of "
+                         f"--d-model={d}, --layers={n}, --n-envs={rollout.n_envs}, --rollout={rollout.rollout}"
+                         + ("" if gates else f", --mem-len={model['mem_len']}"))
 
 
 def make_policy(cfg: Config) -> tuple[ActorCritic, RolloutSettings]:
@@ -69,6 +114,7 @@ def make_policy(cfg: Config) -> tuple[ActorCritic, RolloutSettings]:
     env = check_env(cfg.data.task)
     try:
         m = {**TORSO_DEFAULTS, **cfg.model}
+        check_sizes(cfg.member, m, rollout)
         torso = build_torso(cfg.member, **{k: m[k] for k in TORSO_KEYS if k in m})
         policy = ActorCritic(encoder_for(env.observation_space, torso.d_model), torso, int(env.action_space.n), ppo)
     finally:
@@ -89,6 +135,7 @@ def trainer(cfg: Config, resume: str | Path | None = None) -> Trainer:
 def train(cfg: Config | None = None, *, resume: str | Path | None = None, overrides: dict | None = None) -> dict:
     """Train ``cfg``, or continue the run at ``resume`` (with dotted ``overrides``)."""
     if resume is not None:
+        check_resume(checkpoint.load(resume).meta, overrides or {})
         cfg = resume_config(resume, overrides)
     tr = trainer(cfg, resume)
     try:
@@ -97,6 +144,24 @@ def train(cfg: Config | None = None, *, resume: str | Path | None = None, overri
         tr.task.close()
         tr.close()
     return result
+
+
+def check_resume(meta: dict, overrides: dict) -> None:
+    """Refuse to resume a run with nothing left to train (its --steps, or the new one, not past
+    the checkpoint: the loop would only evaluate again and append a duplicate row)."""
+    from ..train.config import check_resume as check_budget
+    saved = meta["config"]["train"]
+    target = overrides.get("train.max_steps", saved.get("max_steps"))
+    if isinstance(target, int) and not isinstance(target, bool) and target <= meta["step"]:
+        params = meta["config"]["data"]["task_params"]
+        per_rollout = params["n_envs"] * params["rollout"]
+        done = meta["tokens"]
+        given = "--steps" if "train.max_steps" in overrides else "its --steps"
+        raise ValueError(f"the checkpoint is at {done} environment steps (PPO update {meta['step']}) and {given} "
+                         f"reaches no further ({target * per_rollout // (params['epochs'] * params['minibatches'])}"
+                         f"): nothing to train; pass --steps N with N > {done} to train longer (or `tfamily rl "
+                         f"eval` to score it)")
+    check_budget(meta, {k: v for k, v in overrides.items() if k in ("train.max_steps", "train.time_budget")})
 
 
 def evaluate_run(run: str | Path, episodes_: int, *, seed: int | None = None) -> dict:

@@ -18,6 +18,7 @@ removed when the run resumes).
 """
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import os
@@ -34,6 +35,9 @@ import torch
 from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 from torch import Tensor, nn
+
+from .. import interrupt
+from ..textload import load_json
 
 FORMAT = 1
 META = "meta.json"
@@ -58,6 +62,15 @@ def halt_point(kind: str, step: int) -> None:
         Path(flag).write_text(str(os.getpid()))
     time.sleep(120)
     os._exit(99)  # never reached when the test kills us
+
+
+def announce(step: int) -> None:
+    """Test hook: with TFAMILY_TEST_SAVE_FILE set, each checkpoint write appends its step there as
+    it starts (the interrupt tests time their SIGINT from it)."""
+    flag = os.environ.get("TFAMILY_TEST_SAVE_FILE")
+    if flag:
+        with open(flag, "a") as f:
+            f.write(f"{step}\n")
 
 
 # -- files -------------------------------------------------------------------------------------
@@ -130,13 +143,43 @@ def write(root: Path, step: int, model: nn.Module | dict[str, Tensor], groups: d
     """Write checkpoint ``step`` under ``root`` atomically; keep the newest ``keep``. ``model``: the
     module, or its tensors as ``model_tensors`` gives them (a sharded model's, gathered first)."""
     root.mkdir(parents=True, exist_ok=True)
+    weights = model if isinstance(model, dict) else model_tensors(model)
+    with interrupt.deferred():  # Ctrl-C waits for the write (a few seconds at most: interrupt.py)
+        try:
+            return _write(root, step, weights, groups, meta, keep)
+        except (OSError, SafetensorError) as e:
+            shutil.rmtree(root / f".tmp-step-{step:08d}-{os.getpid()}", ignore_errors=True)
+            if _disk_full(e):
+                raise _no_room(root, step, weights, groups) from e
+            raise
+
+
+def _disk_full(e: BaseException) -> bool:
+    return (isinstance(e, OSError) and e.errno in (errno.ENOSPC, errno.EDQUOT)
+            or "No space left on device" in str(e) or "Disk quota exceeded" in str(e))
+
+
+def _no_room(root: Path, step: int, weights: dict, groups: dict) -> OSError:
+    """The one-line answer to a full disk: what the checkpoint needs, what is free, what is kept."""
+    need = sum(t.numel() * t.element_size() for g in (weights, *groups.values()) for t in g.values()) + (1 << 20)
+    try:
+        free = f"{shutil.disk_usage(root).free / 2**20:.1f} MiB free"
+    except OSError:
+        free = "free space unknown"
+    kept = step_dirs(root)
+    last = f"the last good checkpoint {kept[0][1].name} is intact" if kept else "no earlier checkpoint exists"
+    return OSError(errno.ENOSPC, f"No space left on device in {root} for checkpoint step-{step:08d}: it needs "
+                                 f"about {need / 2**20:.1f} MiB ({free}); {last}")
+
+
+def _write(root: Path, step: int, weights: dict, groups: dict, meta: dict, keep: int) -> Path:
     final = root / f"step-{step:08d}"
     tmp = root / f".tmp-{final.name}-{os.getpid()}"
     if tmp.exists():
         shutil.rmtree(tmp)
     tmp.mkdir()
+    announce(step)
     files = {}
-    weights = model if isinstance(model, dict) else model_tensors(model)
     save_file(weights, str(tmp / "model.safetensors"), metadata={"format": "pt"})
     files["model.safetensors"] = None
     for name, tensors in groups.items():
@@ -170,6 +213,29 @@ def write(root: Path, step: int, model: nn.Module | dict[str, Tensor], groups: d
 # ``load`` refuses a meta.json without them instead of failing later with a KeyError.
 RUN_KEYS = ("spec", "config", "source", "vocab", "metrics", "tokens", "elapsed", "world_size", "scheduler",
             "optimizer", "rng", "data")
+# What a reader takes from inside each section (sample.py, snapshot.py, rl/train.py): a section
+# edited down to {} or to another type is refused here, in one line, not as a KeyError later.
+_SECTIONS = {"source": (dict, ("name", "kind", "seq_len", "unit")), "metrics": (dict, ("train_loss", "val")),
+             "config": (dict, ("train", "data")), "scheduler": (dict, ()), "rng": (dict, ("numpy", "python")),
+             "data": (dict, ()), "tokens": (int, ()), "elapsed": ((int, float), ()), "world_size": (int, ())}
+
+
+def _check_sections(path: Path, meta: dict, require: tuple) -> None:
+    for key in require:
+        kind, inner = _SECTIONS.get(key, (None, ()))
+        if kind is None:
+            continue
+        v = meta[key]
+        if isinstance(v, bool) or not isinstance(v, kind):
+            raise CheckpointError(f"{path / META}: {key!r} is {str(v)[:60]!r}, not the "
+                                  f"{'mapping' if kind is dict else 'number'} tfamily writes; the checkpoint is "
+                                  f"corrupt or was edited")
+        lacking = [k for k in inner if k not in v]
+        if lacking:
+            raise CheckpointError(f"{path / META}: section {key!r} lacks {lacking}; the checkpoint is corrupt or "
+                                  f"was edited")
+
+
 _FILE_NAME = re.compile(r"^[A-Za-z0-9_-][A-Za-z0-9._-]*\.safetensors$")
 
 
@@ -209,10 +275,10 @@ def read_meta(path: Path, verify: bool = True, require: tuple = ()) -> dict:
     has the keys in ``require``."""
     path = Path(path)
     try:
-        meta = json.loads((path / META).read_text(encoding="utf-8"))
+        meta = load_json((path / META).read_text(encoding="utf-8"), str(path / META))
     except FileNotFoundError as e:
         raise CheckpointError(f"{path} is not a complete checkpoint (no {META})") from e
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+    except ValueError as e:  # not JSON, not UTF-8, or nested past any meta.json tfamily writes
         raise CheckpointError(f"{path / META} is corrupt ({e})") from e
     if not isinstance(meta, dict) or meta.get("format") != FORMAT:
         raise CheckpointError(f"{path} has checkpoint format {meta.get('format') if isinstance(meta, dict) else '?'}"
@@ -223,6 +289,7 @@ def read_meta(path: Path, verify: bool = True, require: tuple = ()) -> dict:
                               f"by `tfamily train`")
     if isinstance(meta["step"], bool) or not isinstance(meta["step"], int) or meta["step"] < 0:
         raise CheckpointError(f"{path / META} has step {meta['step']!r}; the checkpoint is corrupt")
+    _check_sections(path, meta, require)
     _check_files(path, meta.get("files"))
     for fname, info in meta["files"].items():
         f = path / fname

@@ -26,6 +26,8 @@ from typing import Any
 
 import yaml
 
+from ..textload import check_depth, load_yaml
+
 SECTIONS = ("name", "member", "model", "data", "train", "size")
 PRECISIONS = ("auto", "bf16", "fp16", "fp32")
 OPTIMIZERS = ("adamw", "muon")  # built by train/optim.make_optimizer
@@ -312,13 +314,12 @@ def read_file(path: str | Path) -> dict:
         except ModuleNotFoundError as e:  # Python 3.10
             raise ValueError(f"{path}: TOML configs need Python 3.11+; use a YAML config") from e
         try:
-            return tomllib.loads(text)
+            return check_depth(tomllib.loads(text), str(path))
         except tomllib.TOMLDecodeError as e:
             raise ValueError(f"{path} is not valid TOML: {e}") from e
-    try:
-        d = yaml.safe_load(text) or {}
-    except yaml.YAMLError as e:
-        raise ValueError(f"{path} is not valid YAML: {e}") from e
+        except RecursionError as e:
+            raise ValueError(f"{path} nests too deeply to read; flatten it") from e
+    d = load_yaml(text, str(path)) or {}
     if not isinstance(d, dict):
         raise ValueError(f"{path} must hold a mapping with sections {', '.join(SECTIONS)}")
     return d
@@ -327,9 +328,11 @@ def read_file(path: str | Path) -> dict:
 def parse_value(text: str) -> Any:
     """A command-line value as YAML; '3e-3' (a string to YAML 1.1) becomes a float."""
     try:
-        v = yaml.safe_load(text)
-    except yaml.YAMLError:
-        return text
+        v = load_yaml(text, f"the value {text[:40]!r}")
+    except ValueError as e:
+        if "not valid YAML" in str(e):
+            return text
+        raise
     if isinstance(v, str):
         try:
             return float(v)

@@ -89,7 +89,17 @@ def restore_scaler(tr, ck: checkpoint.Loaded) -> None:
 
 
 def restore(tr, ck: checkpoint.Loaded) -> None:
-    """Put the state saved in ``ck`` into trainer ``tr`` (built for the same run)."""
+    """Put the state saved in ``ck`` into trainer ``tr`` (built for the same run); a piece of
+    saved state missing inside a section (an edited checkpoint) is a ``CheckpointError``."""
+    try:
+        _restore(tr, ck)
+    except KeyError as e:
+        raise checkpoint.CheckpointError(
+            f"{ck.path} lacks {e} in its saved state; the checkpoint is corrupt or was edited: resume from an "
+            f"earlier checkpoint (pass its directory) or start a new run") from e
+
+
+def _restore(tr, ck: checkpoint.Loaded) -> None:
     meta = ck.meta
     if tr.spec is not None and meta["spec"] != tr.spec.to_dict():
         here = tr.spec.to_dict()
