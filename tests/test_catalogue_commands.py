@@ -90,6 +90,12 @@ def lm_section(section: str):
     return setup
 
 
+def lm_newer(tmp_path, paths):
+    run = _copy(paths["lm"], tmp_path)
+    _edit_all(run, lambda m: m.update(format_version=99))
+    return {"bad": str(run)}
+
+
 def lm_deep_meta(tmp_path, paths):
     run = _copy(paths["lm"], tmp_path)
     for ck in (run / "checkpoints").glob("step-*"):
@@ -191,6 +197,8 @@ ROWS = [
     Row("resume: meta metrics {}", ["train", "--resume", "{bad}", "--max-steps", "4"],
         ["section 'metrics' lacks", "train_loss"], lm_section("metrics"), lines=3),
     Row("eval: meta metrics {}", ["eval", "{bad}"], ["section 'metrics' lacks"], lm_section("metrics"), lines=3),
+    Row("eval: a newer format_version", ["eval", "{bad}"], ["format_version 99", "newer", "upgrade tfamily"],
+        lm_newer, lines=3),
     Row("eval: meta config {}", ["eval", "{bad}"], ["section 'config' lacks", "'train'"], lm_section("config"),
         lines=3),
 ]

@@ -5,9 +5,9 @@ A checkpoint is a directory ``<run>/checkpoints/step-<8 digits>/`` holding
 - ``model.safetensors``: the weights (tied weights stored once);
 - ``<name>.safetensors`` for each extra tensor group (optimiser moments, RNG
   states, carried model state);
-- ``meta.json``, written last: step, spec, config, vocabulary, scheduler,
-  data position, the non-tensor parts of the optimiser and RNG, and the size
-  and SHA-256 of every other file.
+- ``meta.json``, written last: its ``format_version`` (``versions.py``), step, spec,
+  config, vocabulary, scheduler, data position, the non-tensor parts of the optimiser
+  and RNG, and the size and SHA-256 of every other file.
 
 Atomicity: everything is written into ``.tmp-step-...`` beside the final
 name, each file fsync'ed, then the directory is renamed into place and the
@@ -38,6 +38,7 @@ from torch import Tensor, nn
 
 from .. import interrupt
 from ..textload import load_json
+from .versions import FORMAT_VERSION, VersionError, upgrade
 
 FORMAT = 1
 META = "meta.json"
@@ -189,7 +190,7 @@ def _write(root: Path, step: int, weights: dict, groups: dict, meta: dict, keep:
     for fname in files:
         _fsync_path(tmp / fname)
         files[fname] = {"bytes": (tmp / fname).stat().st_size, "sha256": _sha256(tmp / fname)}
-    full = {"format": FORMAT, "step": step, "files": files, **meta}
+    full = {"format": FORMAT, "format_version": FORMAT_VERSION, "step": step, "files": files, **meta}
     with open(tmp / META, "w", encoding="utf-8") as f:
         json.dump(full, f, indent=1)
         f.flush()
@@ -283,6 +284,10 @@ def read_meta(path: Path, verify: bool = True, require: tuple = ()) -> dict:
     if not isinstance(meta, dict) or meta.get("format") != FORMAT:
         raise CheckpointError(f"{path} has checkpoint format {meta.get('format') if isinstance(meta, dict) else '?'}"
                               f"; this tfamily reads format {FORMAT}")
+    try:
+        meta = upgrade(meta, str(path / META))
+    except VersionError as e:
+        raise CheckpointError(str(e)) from e
     missing = [k for k in ("step", *require) if k not in meta]
     if missing:
         raise CheckpointError(f"{path / META} lacks {missing}; the checkpoint is corrupt or was not written "
@@ -347,6 +352,8 @@ class Loaded:
         f = self.path / "model.safetensors"
         try:
             state = load_file(str(f), device=str(device))
+            renames = self.meta.get("renames") or {}  # set by an upgrade of an older format_version
+            state = {renames.get(k, k): v for k, v in state.items()}
             missing, unexpected = (load or model.load_state_dict)(state, strict=False)
             missing = set(missing) - _tied_elsewhere(model, set(state))
         except SafetensorError as e:
