@@ -1,5 +1,6 @@
 """`tfamily export RUN --format onnx|torchscript|pt2 --out PATH`: a trained model as a graph that
-runs without tfamily, checked against the eager model before it is kept.
+runs without tfamily, checked against the eager model before it is kept. ``--format hf --out
+DIR`` writes a Hugging Face checkpoint directory instead (``pretrained/hf.py``).
 
 What is exported is the model's forward from token ids to logits, in eval mode: ``tokens``
 (b, n) -> ``logits`` (b, n, vocab) for decoders and encoders, ``src`` (b, m) and ``tgt`` (b, n)
@@ -43,7 +44,7 @@ ATOL = RTOL = 1e-4
 
 def check_format(fmt: str) -> str:
     if fmt not in FORMATS:
-        raise ValueError(f"unknown export format {fmt!r}; pick one of {', '.join(FORMATS)}")
+        raise ValueError(f"unknown export format {fmt!r}; pick one of {', '.join(FORMATS)}, hf")
     if fmt == "onnx":
         missing = [p for p in _ONNX_PACKAGES if importlib.util.find_spec(p) is None]
         if missing:
@@ -213,17 +214,20 @@ def export(model: nn.Module, fmt: str, out: str | Path, seq_len: int) -> dict:
 
 # -- the command ---------------------------------------------------------------------------------
 def add_parser(sub) -> None:
-    p = sub.add_parser("export", help="export a trained model as ONNX, TorchScript or a torch.export "
-                                      "program (pt2), checked against the eager model")
+    p = sub.add_parser("export", help="export a trained model as ONNX, TorchScript, a torch.export "
+                                      "program (pt2) or a Hugging Face checkpoint (hf), checked against the eager model")
     p.add_argument("run", metavar="RUN", help="a run directory (or one checkpoint directory) of tfamily train")
-    p.add_argument("--format", required=True, metavar="FORMAT", help=f"one of {', '.join(FORMATS)}")
-    p.add_argument("--out", required=True, metavar="PATH", help="the file to write (its directory must exist)")
+    p.add_argument("--format", required=True, metavar="FORMAT", help=f"one of {', '.join(FORMATS)}, hf")
+    p.add_argument("--out", required=True, metavar="PATH", help="the file to write (its directory must exist); "
+                                                                "for hf, a new directory")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
     p.set_defaults(func=_export)
 
 
 def _export(args) -> int:
     from .train.sample import load_trained
+    if args.format == "hf":
+        return _export_hf(args)
     fmt = check_format(args.format)
     check_out(args.out, fmt)  # before the checkpoint is read: a bad path fails fast
     tr = load_trained(args.run, "cpu")
@@ -240,4 +244,23 @@ def _export(args) -> int:
           f"max |logit - eager| {result['max_abs_diff']:.2g}")
     for note in result["notes"]:
         print(f"  note: {note}")
+    return 0
+
+
+def _export_hf(args) -> int:
+    from .pretrained.hf import check_out, export_hf, hf_config
+    from .train.sample import load_trained
+    check_out(args.out)  # before the checkpoint is read: a bad path fails fast
+    tr = load_trained(args.run, "cpu")
+    hf_config(tr.spec)
+    result = export_hf(tr.model, args.out, tr.vocab)
+    result["checkpoint"] = str(tr.path)
+    if args.json:
+        print(json.dumps(result, indent=2))
+        return 0
+    print(f"exported {result['member']} ({tr.path.name}) as a Hugging Face {result['model_type']} checkpoint to "
+          f"{result['path']} ({', '.join(result['files'])}); max |logit - eager| {result['max_abs_diff']:.2g}")
+    if "tokenizer.json" not in result["files"]:
+        print("  note: the run's vocabulary is not a tokenizer.json (character or byte); transformers loads the "
+              "model, a tokenizer must come from elsewhere")
     return 0

@@ -13,11 +13,11 @@ not take are folded in at load time, exact for the inputs they cover:
 """
 from __future__ import annotations
 
-import torch
 from torch import Tensor
 
 from ..spec import Spec
-from .load import PretrainedError, Weights, field
+from .load import (Field, Link, PretrainedError, Weights, config_fields, field, give_links, merge, spec_fields,
+                   take_links)
 
 ACTIVATIONS = {"gelu": "gelu", "gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh", "relu": "relu"}
 PREFIXES = ("bert.", "roberta.")
@@ -29,6 +29,20 @@ def _offset(config: dict) -> int:
     return field(config, "pad_token_id", 1) + 1 if config.get("model_type") == "roberta" else 0
 
 
+def _pair(w: Weights, hf: str, ours: str) -> dict[str, Tensor]:
+    return {f"{ours}.weight": w.take(f"{hf}.weight"), f"{ours}.bias": w.take(f"{hf}.bias")}
+
+
+FIELDS = (Field("vocab_size", "vocab_size", 30522), Field("hidden_size", "d_model", 768),
+          Field("num_hidden_layers", "depth.n_layers", 12), Field("num_attention_heads", "heads.n_heads", 12),
+          Field("intermediate_size", "ff.d_ff", 3072), Field("hidden_act", "ff.activation", "gelu", ACTIVATIONS),
+          Field("layer_norm_eps", "norm.params.eps", 1e-12), Field("tie_word_embeddings", "tie_embeddings", True),
+          Field("hidden_dropout_prob", "dropout", 0.1), Field("attention_probs_dropout_prob", "attn_dropout", 0.1))
+FIXED = dict(model="encoder", ff_dropout=0.0, scale_embeddings=False, logit_scale=False, bias=True,
+             pattern={"name": "full"}, position={"name": "learned"}, residual={"name": "post_norm"},
+             norm={"name": "layer_norm", "embed": True}, ff={"name": "mlp"}, objective={"name": "masked_lm"})
+
+
 def spec(config: dict) -> Spec:
     if config.get("position_embedding_type", "absolute") != "absolute":
         raise PretrainedError(f"config.json field position_embedding_type={config['position_embedding_type']!r} has "
@@ -36,46 +50,45 @@ def spec(config: dict) -> Spec:
     if field(config, "hidden_act", "gelu") != "gelu":
         raise PretrainedError(f"config.json field hidden_act={config['hidden_act']!r} has no tfamily mapping for the "
                               f"MLM head (its transform is erf GELU); supported: 'gelu'")
-    vocab, d = field(config, "vocab_size", 30522), field(config, "hidden_size", 768)
+    vocab = field(config, "vocab_size", 30522)
     mask_id = config.get("mask_token_id")
     kind = config.get("model_type", "bert")
-    return Spec.from_dict(dict(
-        member=kind, model="encoder", paper=f"{'RoBERTa' if kind == 'roberta' else 'BERT'}, from a Hugging Face "
-                                            f"checkpoint", vocab_size=vocab, d_model=d,
-        dropout=field(config, "hidden_dropout_prob", 0.1),
-        attn_dropout=field(config, "attention_probs_dropout_prob", 0.1),
-        ff_dropout=0.0, tie_embeddings=field(config, "tie_word_embeddings", True), scale_embeddings=False,
-        logit_scale=False, bias=True, pattern={"name": "full"},
-        position={"name": "learned", "max_len": field(config, "max_position_embeddings", 512) - _offset(config)},
-        heads={"n_heads": field(config, "num_attention_heads", 12)}, residual={"name": "post_norm"},
-        norm={"name": "layer_norm", "params": {"eps": field(config, "layer_norm_eps", 1e-12)}, "embed": True},
-        depth={"n_layers": field(config, "num_hidden_layers", 12)},
-        ff={"name": "mlp", "d_ff": field(config, "intermediate_size", 3072),
-            "activation": field(config, "hidden_act", "gelu", choices=ACTIVATIONS)},
+    return Spec.from_dict(merge(FIXED, spec_fields(config, FIELDS), dict(
+        member=kind, paper=f"{'RoBERTa' if kind == 'roberta' else 'BERT'}, from a Hugging Face checkpoint",
+        position={"max_len": field(config, "max_position_embeddings", 512) - _offset(config)},
         # The tokenizer's mask id (its [MASK] / <mask>); it matters only to further MLM training.
-        objective={"name": "masked_lm", "params": {"mask_id": mask_id if isinstance(mask_id, int) else vocab - 1}}))
+        objective={"params": {"mask_id": mask_id if isinstance(mask_id, int) else vocab - 1}})))
 
 
-def _pair(w: Weights, hf: str, ours: str) -> dict[str, Tensor]:
-    return {f"{ours}.weight": w.take(f"{hf}.weight"), f"{ours}.bias": w.take(f"{hf}.bias")}
+def config(resolved: dict) -> dict:
+    """config.json for a resolved spec dict: written as BERT (positions from 0, one token type),
+    which computes what an imported RoBERTa computes on the inputs the import is exact for."""
+    return {"model_type": "bert", "architectures": ["BertForMaskedLM"], **config_fields(resolved, FIELDS),
+            "max_position_embeddings": resolved["position"]["max_len"], "type_vocab_size": 1,
+            "mask_token_id": resolved["objective"]["params"].get("mask_id")}
 
 
-def weights(config: dict, spec_: Spec, w: Weights) -> dict[str, Tensor]:
-    e = "embeddings."
-    types = w.take(f"{e}token_type_embeddings.weight")
-    table = w.take(f"{e}position_embeddings.weight")[_offset(config):]
-    out = {"embed.weight": w.take(f"{e}word_embeddings.weight"), "position.table.weight": table + types[0],
-           **_pair(w, f"{e}LayerNorm", "embed_norm")}
+def links(spec_: Spec) -> list[Link]:
+    d = spec_.d_model
+    out = []
     for i in range(spec_.depth.n_layers):
         h, b = f"encoder.layer.{i}.", f"stack.blocks.{i}."
         for kind in ("weight", "bias"):
-            out[f"{b}attn.proj.qkv_proj.{kind}"] = torch.cat(
-                [w.take(f"{h}attention.self.{p}.{kind}") for p in ("query", "key", "value")])
-        out.update(_pair(w, f"{h}attention.output.dense", f"{b}attn.out_proj"))
-        out.update(_pair(w, f"{h}attention.output.LayerNorm", f"{b}attn_residual.norm"))
-        out.update(_pair(w, f"{h}intermediate.dense", f"{b}ff.net.0"))
-        out.update(_pair(w, f"{h}output.dense", f"{b}ff.net.3"))
-        out.update(_pair(w, f"{h}output.LayerNorm", f"{b}ff_residual.norm"))
+            out.append(Link(f"{b}attn.proj.qkv_proj.{kind}",
+                            tuple(f"{h}attention.self.{p}.{kind}" for p in ("query", "key", "value")), sizes=(d,) * 3))
+            for hf, ours in (("attention.output.dense", "attn.out_proj"), ("attention.output.LayerNorm",
+                             "attn_residual.norm"), ("intermediate.dense", "ff.net.0"), ("output.dense", "ff.net.3"),
+                             ("output.LayerNorm", "ff_residual.norm")):
+                out.append(Link(f"{b}{ours}.{kind}", (f"{h}{hf}.{kind}",)))
+    return out
+
+
+def weights(config_: dict, spec_: Spec, w: Weights) -> dict[str, Tensor]:
+    e = "embeddings."
+    types = w.take(f"{e}token_type_embeddings.weight")
+    table = w.take(f"{e}position_embeddings.weight")[_offset(config_):]
+    out = {"embed.weight": w.take(f"{e}word_embeddings.weight"), "position.table.weight": table + types[0],
+           **_pair(w, f"{e}LayerNorm", "embed_norm"), **take_links(w, links(spec_))}
     head, names = ("lm_head.", ("dense", "layer_norm")) if w.has("lm_head.bias") else (
         "cls.predictions.", ("transform.dense", "transform.LayerNorm"))
     out.update(_pair(w, f"{head}{names[0]}", "head.transform.0"))
@@ -86,4 +99,20 @@ def weights(config: dict, spec_: Spec, w: Weights) -> dict[str, Tensor]:
             t = w.take(tied)
             if tied.endswith("weight") and not spec_.tie_embeddings:
                 out["head.out.proj.weight"] = t
+    return out
+
+
+def hf_weights(spec_: Spec, state: dict[str, Tensor]) -> dict[str, Tensor]:
+    """Checkpoint names (without the ``bert.`` prefix, the head's under ``cls.``) from a built
+    model's state; the token-type table is one zero row (its row 0 is folded into the positions)."""
+    e, p = "embeddings.", "cls.predictions."
+    out = {f"{e}word_embeddings.weight": state["embed.weight"], f"{e}position_embeddings.weight":
+           state["position.table.weight"], f"{e}token_type_embeddings.weight": state["embed.weight"].new_zeros(
+           1, spec_.d_model), f"{e}LayerNorm.weight": state["embed_norm.weight"],
+           f"{e}LayerNorm.bias": state["embed_norm.bias"], **give_links(state, links(spec_))}
+    for hf, ours in (("transform.dense", "head.transform.0"), ("transform.LayerNorm", "head.transform.2")):
+        out[f"{p}{hf}.weight"], out[f"{p}{hf}.bias"] = state[f"{ours}.weight"], state[f"{ours}.bias"]
+    out[f"{p}bias"] = state["head.bias"]
+    if not spec_.tie_embeddings:
+        out[f"{p}decoder.weight"] = state["head.out.proj.weight"]
     return out

@@ -6,15 +6,16 @@ Their choices on the axes: pre-norm with RMSNorm, rotary positions, grouped-quer
 head, unscaled embeddings; Mistral adds a causal sliding window (``sliding_window``: query i
 sees keys i - W < j <= i). Hugging Face's rotary rotates the two halves of each head
 (``rotate_half``), which is tfamily's layout, so q and k load unpermuted; q, k and v stack
-into the rows of the fused ``qkv_proj``.
+into the rows of the fused ``qkv_proj``. ``FIELDS`` and ``links`` are read in both directions
+(import and ``tfamily export --format hf``).
 """
 from __future__ import annotations
 
-import torch
 from torch import Tensor
 
 from ..spec import Spec
-from .load import PretrainedError, Weights, field
+from .load import (Field, Link, PretrainedError, Weights, config_fields, field, give_links, merge, spec_fields,
+                   take_links)
 
 ACTIVATIONS = {"silu": "silu", "gelu": "gelu", "gelu_pytorch_tanh": "gelu_tanh"}
 PREFIXES = ("model.",)
@@ -34,49 +35,64 @@ def _rope_base(config: dict) -> float:
     return float(rope.get("rope_theta", config.get("rope_theta", 10000.0)))
 
 
+FIELDS = (Field("vocab_size", "vocab_size", 32000), Field("hidden_size", "d_model", 4096),
+          Field("num_hidden_layers", "depth.n_layers", 32), Field("num_attention_heads", "heads.n_heads", 32),
+          Field("num_key_value_heads", "heads.n_kv_heads"), Field("head_dim", "heads.d_head"),
+          Field("intermediate_size", "ff.d_ff", 11008), Field("hidden_act", "ff.activation", "silu", ACTIVATIONS),
+          Field("rms_norm_eps", "norm.params.eps", 1e-6), Field("max_position_embeddings", "position.max_len", 2048),
+          Field("tie_word_embeddings", "tie_embeddings", False), Field("attention_dropout", "attn_dropout", 0.0),
+          Field("attention_bias", "bias", False))
+FIXED = dict(model="decoder", dropout=0.0, embed_dropout=0.0, ff_dropout=0.0, scale_embeddings=False,
+             logit_scale=False, position={"name": "rotary"}, residual={"name": "pre_norm"}, norm={"name": "rms_norm"},
+             ff={"name": "glu"}, objective={"name": "causal_lm"})
+
+
 def spec(config: dict) -> Spec:
-    d, n_heads = field(config, "hidden_size", 4096), field(config, "num_attention_heads", 32)
     attn_bias, mlp_bias = field(config, "attention_bias", False), field(config, "mlp_bias", False)
     if attn_bias != mlp_bias:
         raise PretrainedError(f"config.json fields attention_bias={attn_bias} and mlp_bias={mlp_bias} differ; "
                               f"tfamily's spec has one bias flag for both: supported only when they are equal")
     window = config.get("sliding_window") if config.get("use_sliding_window", True) else None
     pattern = {"name": "sliding_window", "params": {"window": window}} if window else {"name": "causal"}
-    return Spec.from_dict(dict(
-        member=config.get("model_type", "llama"), model="decoder",
-        paper=f"{config.get('model_type', 'llama').capitalize()}, from a Hugging Face checkpoint",
-        vocab_size=field(config, "vocab_size", 32000), d_model=d, dropout=0.0, embed_dropout=0.0,
-        attn_dropout=field(config, "attention_dropout", 0.0), ff_dropout=0.0,
-        tie_embeddings=field(config, "tie_word_embeddings", False), scale_embeddings=False, logit_scale=False,
-        bias=attn_bias, pattern=pattern,
-        position={"name": "rotary", "max_len": field(config, "max_position_embeddings", 2048),
-                  "params": {"base": _rope_base(config)}},
-        heads={"n_heads": n_heads, "n_kv_heads": field(config, "num_key_value_heads") or n_heads,
-               "d_head": field(config, "head_dim") or d // n_heads},
-        residual={"name": "pre_norm"},
-        norm={"name": "rms_norm", "params": {"eps": field(config, "rms_norm_eps", 1e-6)}},
-        depth={"n_layers": field(config, "num_hidden_layers", 32)},
-        ff={"name": "glu", "d_ff": field(config, "intermediate_size", 11008),
-            "activation": field(config, "hidden_act", "silu", choices=ACTIVATIONS)},
-        objective={"name": "causal_lm"}))
+    kind = config.get("model_type", "llama")
+    return Spec.from_dict(merge(FIXED, spec_fields(config, FIELDS), dict(
+        member=kind, paper=f"{kind.capitalize()}, from a Hugging Face checkpoint", pattern=pattern,
+        position={"params": {"base": _rope_base(config)}})))
 
 
-def weights(config: dict, spec_: Spec, w: Weights) -> dict[str, Tensor]:
-    out = {"embed.weight": w.take("embed_tokens.weight")}
+def config(resolved: dict) -> dict:
+    """config.json for a resolved spec dict: Mistral when the pattern is a sliding window."""
+    window = resolved["pattern"]["params"].get("window") if resolved["pattern"]["name"] == "sliding_window" else None
+    kind = "mistral" if window else "llama"
+    return {"model_type": kind, "architectures": [f"{kind.capitalize()}ForCausalLM"], **config_fields(resolved, FIELDS),
+            "mlp_bias": resolved["bias"], **({"sliding_window": window} if window else {}),
+            "rope_parameters": {"rope_type": "default", "rope_theta": resolved["position"]["params"]["base"]}}
+
+
+def links(spec_: Spec) -> list[Link]:
+    out = [Link("embed.weight", ("embed_tokens.weight",))]
     kinds = ("weight", "bias") if spec_.bias else ("weight",)
+    qkv = (spec_.heads.n_heads * spec_.d_head,) + (spec_.heads.kv_heads * spec_.d_head,) * 2
     for i in range(spec_.depth.n_layers):
         h, b = f"layers.{i}.", f"stack.blocks.{i}."
         for kind in kinds:
-            out[f"{b}attn.proj.qkv_proj.{kind}"] = torch.cat(
-                [w.take(f"{h}self_attn.{p}_proj.{kind}") for p in "qkv"])
-            out[f"{b}attn.out_proj.{kind}"] = w.take(f"{h}self_attn.o_proj.{kind}")
-            for p in ("gate", "up", "down"):
-                out[f"{b}ff.{p}.{kind}"] = w.take(f"{h}mlp.{p}_proj.{kind}")
-        out[f"{b}attn_residual.norm.weight"] = w.take(f"{h}input_layernorm.weight")
-        out[f"{b}ff_residual.norm.weight"] = w.take(f"{h}post_attention_layernorm.weight")
-    out["stack.final_norm.weight"] = w.take("norm.weight")
-    if w.has("lm_head.weight"):
-        head = w.take("lm_head.weight")
-        if not spec_.tie_embeddings:
-            out["head.proj.weight"] = head
+            out.append(Link(f"{b}attn.proj.qkv_proj.{kind}", tuple(f"{h}self_attn.{p}_proj.{kind}" for p in "qkv"),
+                            sizes=qkv))
+            out.append(Link(f"{b}attn.out_proj.{kind}", (f"{h}self_attn.o_proj.{kind}",)))
+            out += [Link(f"{b}ff.{p}.{kind}", (f"{h}mlp.{p}_proj.{kind}",)) for p in ("gate", "up", "down")]
+        out.append(Link(f"{b}attn_residual.norm.weight", (f"{h}input_layernorm.weight",)))
+        out.append(Link(f"{b}ff_residual.norm.weight", (f"{h}post_attention_layernorm.weight",)))
+    out.append(Link("stack.final_norm.weight", ("norm.weight",)))
+    return out + ([] if spec_.tie_embeddings else [Link("head.proj.weight", ("lm_head.weight",))])
+
+
+def weights(config_: dict, spec_: Spec, w: Weights) -> dict[str, Tensor]:
+    out = take_links(w, links(spec_))
+    if w.has("lm_head.weight"):  # a tied head stored anyway: the embedding again
+        w.take("lm_head.weight")
     return out
+
+
+def hf_weights(spec_: Spec, state: dict[str, Tensor]) -> dict[str, Tensor]:
+    """Checkpoint names (without the ``model.`` prefix) from a built model's state."""
+    return give_links(state, links(spec_))

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 from safetensors import SafetensorError
@@ -146,3 +146,85 @@ def load_into(model: nn.Module, state: dict[str, Tensor], weights: Weights, sour
     with torch.no_grad():
         for name, t in state.items():
             own[name].copy_(t)
+
+
+# -- tables used in both directions (import here, export in ``pretrained/hf.py``) -----------------
+class Field(NamedTuple):
+    """A config.json key and the spec field (dotted) it sets; ``default`` is what transformers
+    assumes when the key is absent (None: the spec's own default); ``choices`` translates values."""
+    hf: str
+    ours: str
+    default: Any = None
+    choices: dict | None = None
+
+
+class Link(NamedTuple):
+    """A built model's weight and the checkpoint weights it is made of: several are stacked
+    along dim 0 in order (q, k, v into one projection), each ``sizes`` rows; ``transpose`` for
+    GPT-2's Conv1D (in, out) layout."""
+    ours: str
+    hf: tuple[str, ...]
+    transpose: bool = False
+    sizes: tuple[int, ...] = ()
+
+
+def _put(d: dict, dotted: str, value: Any) -> None:
+    *heads, last = dotted.split(".")
+    for h in heads:
+        d = d.setdefault(h, {})
+    d[last] = value
+
+
+def _get(d: dict, dotted: str) -> Any:
+    for h in dotted.split("."):
+        d = d.get(h) if isinstance(d, dict) else None
+    return d
+
+
+def spec_fields(config: dict, table: Iterable[Field]) -> dict:
+    """The nested spec dict that ``table`` reads from ``config`` (keys left null are left out)."""
+    out: dict = {}
+    for f in table:
+        value = field(config, f.hf, f.default, choices=f.choices)
+        if value is not None:
+            _put(out, f.ours, value)
+    return out
+
+
+def config_fields(resolved: dict, table: Iterable[Field]) -> dict:
+    """The config.json keys ``table`` writes from a resolved spec dict (``hf.resolved``)."""
+    out = {}
+    for f in table:
+        value = _get(resolved, f.ours)
+        if f.choices is not None:  # the first config value that maps to ours (the peer's usual name)
+            value = next((k for k, v in f.choices.items() if v == value), value)
+        out[f.hf] = value
+    return out
+
+
+def merge(*dicts: dict) -> dict:
+    """Nested dicts merged left to right (a later dict's keys win, sub-dicts merge)."""
+    out: dict = {}
+    for d in dicts:
+        for k, v in d.items():
+            out[k] = merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
+    return out
+
+
+def take_links(w: Weights, links: Iterable[Link]) -> dict[str, Tensor]:
+    out = {}
+    for link in links:
+        parts = [w.take(h, transpose=link.transpose) for h in link.hf]
+        out[link.ours] = parts[0] if len(parts) == 1 else torch.cat(parts)
+    return out
+
+
+def give_links(state: dict[str, Tensor], links: Iterable[Link]) -> dict[str, Tensor]:
+    """The checkpoint tensors of ``links`` from a built model's state dict (the inverse of ``take_links``)."""
+    out = {}
+    for link in links:
+        t = state[link.ours]
+        parts = t.split(list(link.sizes)) if len(link.hf) > 1 else (t,)
+        for name, p in zip(link.hf, parts):
+            out[name] = p.t() if link.transpose else p
+    return out
