@@ -9,7 +9,7 @@ import math
 import pytest
 import torch
 
-from tfamily import build, members
+from tfamily import build, members, textload
 from tfamily.data import load_corpus
 from tfamily.data.paths import find_file, resolve_data_dir
 from tfamily.models.generate import beam_search, generate, greedy_decode
@@ -150,7 +150,28 @@ API_CASES = [
      ValueError, ["12 s", "10s", "--time-budget"]),
     ("checkpoint a file", lambda c: checkpoint.load(c.file("ck", b"x")), checkpoint.CheckpointError,
      ["is a file", "run directory"]),
+    ("yaml alias bomb (API)", lambda c: textload.load_yaml(_BOMB, "x.yaml"), ValueError, ["x.yaml", "expands"]),
+    ("json nested 1e5 deep (API)", lambda c: textload.load_json("[" * 10**5 + "]" * 10**5, "m.json"), ValueError,
+     ["m.json", "nests too deeply"]),
+    ("recurrent spec with a window (API)", lambda c: members.lstm_lm().replace(
+        pattern=dict(name="sliding_window", params={"window": 4})), ValueError,
+     ["model.pattern 'sliding_window'", "would do nothing"]),
+    ("size check: an L x L mask", lambda c: check_fits(gpt_spec(pattern=dict(name="sliding_window",
+                                                                             params={"window": 8})),
+                                                        batch=1, seq_len=10**6, training=True), ValueError,
+     ["cannot fit", "1000000 x 1000000", "blocksparse"]),
+    ("rl config ckpt_every 0 (API)", lambda c: _rl_config(ckpt_every=0), ValueError, ["--ckpt-every", "got 0"]),
+    ("rl config ent_coef nan (API)", lambda c: _rl_config(settings={"ent_coef": math.nan}), ValueError,
+     ["ent_coef", "nan"]),
 ]
+_BOMB = "a: &a [x, x, x, x, x, x, x, x, x]\n" + "".join(
+    f"{b}: &{b} [{', '.join([f'*{a}'] * 9)}]\n" for a, b in zip("abcdefgh", "bcdefghi"))
+
+
+def _rl_config(**kw):
+    from tfamily.rl.toy import ID
+    from tfamily.rl.train import rl_config
+    return rl_config(ID, "lstm", 4096, **kw)
 _META = {"step": 10, "elapsed": 12.0, "config": {"train": {"seed": 0, "max_steps": 10, "time_budget": None}}}
 
 
