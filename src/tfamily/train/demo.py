@@ -29,7 +29,7 @@ def run(args) -> int:
     total = parse_duration(args.time_budget, "--time-budget")
     out = args.out or f"runs/demo/{datetime.now():%Y%m%d-%H%M%S}"
     overrides = {**flag_overrides(args), "train.out": out, "train.time_budget": total}
-    cfg = load(args.config, overrides)
+    cfg = load(args.config, overrides, base={"size": "auto"})  # as `tfamily train`: small on a CPU
     trainer = Trainer(cfg, data_dir=args.data_dir)
     # The trainer keeps back time for the final evaluation itself (from the measured step
     # rate); here: start-up so far and the sample.

@@ -89,7 +89,7 @@ def _device(device: torch.device) -> str:
 
 def duration(seconds: float) -> str:
     if seconds < 90:
-        return f"{seconds:.0f} s"
+        return f"{seconds:.1f} s" if seconds < 10 else f"{seconds:.0f} s"
     return f"{seconds / 60:.1f} min" if seconds < 5400 else f"{seconds / 3600:.1f} h"
 
 
