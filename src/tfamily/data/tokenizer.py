@@ -38,6 +38,13 @@ class TokenizerVocab:
     def encode(self, text: str) -> torch.Tensor:
         return torch.from_numpy(self.encode_array(text)).long()
 
+    def encode_special(self, text: str) -> torch.Tensor:
+        """Text -> ids with the special tokens the tokenizer's post-processor adds (BERT's
+        ``[CLS] ... [SEP]``), as a classifier reading the first token needs."""
+        if not isinstance(text, str):
+            raise TypeError(f"TokenizerVocab.encode_special takes str, got {type(text).__name__}")
+        return torch.tensor(self._tok.encode(text, add_special_tokens=True).ids, dtype=torch.long)
+
     def decode(self, ids: Any) -> str:
         arr = _ids_to_numpy(ids)
         _check_range(arr, self.size, "tokenizer")

@@ -56,6 +56,9 @@ def add_parser(sub) -> None:
                    help="the member's sizes and the batch: small (minutes on a CPU), paper (the paper's model), "
                         "auto (default: small on a CPU, paper on CUDA); model.* and train.* settings win")
     p.add_argument("--resume", metavar="DIR", help="continue the run (or checkpoint) in DIR exactly")
+    p.add_argument("--init-from", metavar="DIR",
+                   help="start from these weights: a Hugging Face directory or a tfamily run; its spec replaces the "
+                        "member's, model.* overrides change axes, the start line names new and dropped weights")
     p.add_argument("--max-steps", type=int, help="stop after this many optimiser steps")
     p.add_argument("--time-budget", metavar="DUR",
                    help="wall-clock budget for training plus its final evaluation, e.g. 5m, 90s, 1h")
@@ -182,6 +185,9 @@ def _train(args) -> int:
         check_resume(load_checkpoint(args.resume).meta, overrides)
         cfg = loop.resume_config(args.resume, overrides)
     else:
+        if overrides.get("train.init_from") and "member" not in overrides:  # the start line names the checkpoint's
+            from .finetune import source_spec
+            overrides["member"] = source_spec(str(overrides["train.init_from"]))["member"]
         cfg = load(args.config, overrides, base={"size": "auto"})  # a config file or --size decides first
         if int(os.environ.get("RANK", "0")) == 0:
             check_out(cfg.train.out)

@@ -92,6 +92,8 @@ class TrainConfig:
     out: str | None = None             # run directory; None = runs/train/<name>
     tensorboard: bool = True
     progress: bool = True
+    init_from: str | None = None       # start from a Hugging Face directory or a tfamily run (finetune.py)
+    lora: dict = field(default_factory=dict)  # {rank, alpha, targets}: train low-rank adapters only (finetune.py)
 
 
 @dataclass
@@ -206,6 +208,8 @@ def validate(cfg: Config) -> None:
         if not isinstance(getattr(t, name), bool):
             raise ValueError(f"train.{name} must be true or false, got {getattr(t, name)!r}")
     parse_duration(t.time_budget, "train.time_budget")
+    from .finetune import check_settings
+    check_settings(t.init_from, t.lora)
     if t.max_steps is None and t.time_budget is None:
         raise ValueError("set train.max_steps or train.time_budget (--max-steps N / --time-budget 5m); "
                          "a run needs an end")

@@ -9,7 +9,8 @@ from .config import parse_overrides
 # flag -> dotted key
 FLAGS = (("member", "member"), ("size", "size"), ("max_steps", "train.max_steps"),
          ("time_budget", "train.time_budget"),
-         ("out", "train.out"), ("precision", "train.precision"), ("device", "train.device"), ("seed", "train.seed"))
+         ("out", "train.out"), ("precision", "train.precision"), ("device", "train.device"), ("seed", "train.seed"),
+         ("init_from", "train.init_from"))
 
 
 def flag_overrides(args) -> dict[str, Any]:

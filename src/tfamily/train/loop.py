@@ -34,7 +34,7 @@ from ..build import build
 from ..models.hooks import AfterStep, SeesProgress
 from ..sizes import check_fits
 from ..spec import Spec
-from . import checkpoint, distributed, resolve, rundir, snapshot, startup
+from . import checkpoint, distributed, finetune, resolve, rundir, snapshot, startup
 from .budget import Budget
 from .config import Config, apply_overrides, dump, from_dict, parse_duration
 from .device import autocast, grad_scaler, resolve_precision
@@ -124,20 +124,21 @@ class Trainer:
                 cfg = dataclasses.replace(cfg, data=dataclasses.replace(cfg.data, stream=streams))
                 self.notes += [note] if note else []
             objective = spec_dict["objective"]["name"] if model is None and spec is None else None
-            task = make_task(cfg.data, t.batch_size // d.world_size, seed=t.seed, rank=d.rank,
-                             world_size=d.world_size, data_dir=data_dir, objective=objective)
+            task = make_task(cfg.data, t.batch_size // d.world_size, seed=t.seed, rank=d.rank, world_size=d.world_size,
+                             data_dir=data_dir, objective=objective, vocab=finetune.vocab(cfg, self.ckpt))
         self.cfg, self.task = cfg, task
         rundir.pause_point("build")
         if model is None:
             if spec is None:
-                spec, note = resolve.make_spec(cfg, task.vocab_size, task.seq_len)
+                spec, note = resolve.make_spec(cfg, task.vocab_size, task.seq_len,
+                                               task.n_classes if task.kind == "classification" else None)
                 self.notes += [note] if note else []
             self.spec = spec
             # Refuse sizes the machine cannot hold before allocating any of them.
             check_fits(self.spec, batch=t.batch_size // d.world_size, seq_len=task.seq_len, training=True,
                        device=self.device)
             self.notes += [n for n in [resolve.dense_note(spec, task.seq_len)] if n]
-            model = build(self.spec)
+            model = finetune.prepare(build(self.spec), cfg, self.ckpt is None, self.notes)  # init_from, LoRA
         else:
             self.spec = None
         self.model = distributed.shard(model.to(self.device), d)  # FSDP: before the optimiser sees them

@@ -24,7 +24,7 @@ from ..build import pattern
 from ..nn.patterns import Causal, Full, SoftPattern, density
 from ..registry import STATES
 from ..spec import Spec
-from . import presets
+from . import finetune, presets
 from .config import Config, deep_merge
 
 _MISSING = object()
@@ -93,7 +93,7 @@ def _describe(path: tuple, old, new) -> str:
 def at_context(cfg: Config, d: dict, seq_len: int) -> tuple[dict, str | None]:
     """The spec dict ``d`` with the member's context rule applied at ``seq_len`` (what the user set
     under ``model`` kept), and the note naming what changed."""
-    rule = members.REGISTRY[cfg.member].at_context
+    rule = None if cfg.train.init_from else members.REGISTRY[cfg.member].at_context  # a checkpoint's sizes are its own
     if rule is None:
         return d, None
     preset = sized_member(cfg)
@@ -129,22 +129,37 @@ def sized_member(cfg: Config) -> dict:
 
 
 def member_dict(cfg: Config) -> dict:
-    """The member's spec as a dict at the config's ``size``, with the config's ``model`` overrides."""
-    d = deep_merge(sized_member(cfg), cfg.model)
+    """The member's spec as a dict at the config's ``size`` (or the spec of ``train.init_from``'s
+    checkpoint), with the config's ``model`` overrides."""
+    base = finetune.source_spec(cfg.train.init_from) if cfg.train.init_from else sized_member(cfg)
+    d = deep_merge(base, cfg.model)
     if cfg.train.activation_checkpointing:
         d["depth"]["checkpointing"] = True
     return d
 
 
-def make_spec(cfg: Config, vocab_size: int, seq_len: int) -> tuple[Spec, str | None]:
+def as_classifier(d: dict, n_classes: int) -> dict:
+    """The spec dict ``d`` as a classifier of ``n_classes`` (a labelled task's); an encoder's trunk
+    is read at its first token, the [CLS] BERT and RoBERTa were pre-trained to fill."""
+    params = {"n_classes": n_classes, **({"pool": "first"} if d["model"] == "encoder" else {})}
+    if d["objective"]["name"] == "classification":
+        params = {**d["objective"].get("params", {}), "n_classes": n_classes}
+    model = d["model"] if d["model"] == "dual_encoder" else "classifier"  # a pair task's dual encoder stays one
+    return {**d, "model": model, "objective": {"name": "classification", "params": params}}
+
+
+def make_spec(cfg: Config, vocab_size: int, seq_len: int, n_classes: int | None = None) -> tuple[Spec, str | None]:
     """The member's spec with the config's ``model`` overrides, sized to the task's vocabulary
-    and fitted to its context (``at_context``), and the note saying what that changed."""
+    and fitted to its context (``at_context``), a classifier when the task has ``n_classes``, and
+    the note saying what that changed."""
     d, scaled = at_context(cfg, member_dict(cfg), seq_len)
-    if "vocab_size" not in cfg.model:
+    d = as_classifier(d, n_classes) if n_classes is not None else d
+    if "vocab_size" not in cfg.model and not cfg.train.init_from:
         d["vocab_size"] = vocab_size
     elif not isinstance(d["vocab_size"], int) or d["vocab_size"] < vocab_size:
-        raise ValueError(f"model.vocab_size={d['vocab_size']!r} is smaller than the data's vocabulary "
-                         f"({vocab_size}); drop the override or raise it")
+        where, fix = (("the checkpoint's vocab_size", "give the checkpoint its tokenizer.json") if cfg.train.init_from
+                      else ("model.vocab_size", "drop the override or raise it"))
+        raise ValueError(f"{where}={d['vocab_size']!r} is smaller than the data's vocabulary ({vocab_size}); {fix}")
     spec = Spec.from_dict(d)
     if spec.position.name == "learned" and spec.position.max_len < seq_len:
         raise ValueError(f"model.position.max_len={spec.position.max_len} is shorter than the sequence length "

@@ -16,7 +16,8 @@ from ..data import vocab_from_json
 from ..models.generate import check_left_padding, left_pad
 from ..models.generate import stream as stream_tokens
 from ..spec import Spec
-from . import checkpoint
+from ..nn.lora import merge
+from . import checkpoint, finetune
 from .config import from_dict
 from .device import resolve_device, resolve_precision
 from .evaluate import evaluate
@@ -45,9 +46,9 @@ def load_trained(path: str | Path, device: str = "auto") -> Trained:
                          f"to rebuild it from; load its weights into that model with checkpoint.load(...).load_weights")
     spec = Spec.from_dict(ck.meta["spec"])
     dev = resolve_device(device)
-    model = build(spec).to(dev)
+    model = finetune.for_weights(build(spec), ck.meta).to(dev)  # a LoRA run's adapters, merged once loaded
     ck.load_weights(model, dev)
-    model.eval()
+    merge(model).eval()
     vocab = vocab_from_json(ck.meta["vocab"]) if ck.meta.get("vocab") else None
     return Trained(model, spec, ck.meta, vocab, ck.path)
 

@@ -47,8 +47,11 @@ class ClassifyTask:
     rank, world_size = 0, 1
 
     def __init__(self, name: str, draw: Callable[[int, torch.Generator], dict], val: Examples, test: Examples, *,
-                 vocab_size: int, n_classes: int, batch_size: int, seed: int = 0):
+                 vocab_size: int, n_classes: int, batch_size: int, seed: int = 0, vocab=None, labels: tuple = ()):
+        """``vocab``: the text vocabulary of a task read from text (saved with checkpoints); ``labels``:
+        the class names by id, kept in the task's position so a resumed run checks they are the same."""
         self.name, self.draw, self.val, self.test = name, draw, val, test
+        self.vocab, self.labels = vocab, tuple(labels)
         self.vocab_size, self.n_classes, self.seq_len = vocab_size, n_classes, val.x.shape[1]
         self.batch_size, self.seed, self.step = batch_size, seed, 0
 
@@ -74,7 +77,10 @@ class ClassifyTask:
         return {}
 
     def state_dict(self) -> dict:
-        return step_position("classify", self)
+        return {**step_position("classify", self), **({"labels": list(self.labels)} if self.labels else {})}
 
     def load_state_dict(self, state: dict) -> None:
+        if list(self.labels) != list(state.get("labels", [])):
+            raise ValueError(f"the run's labels were {state.get('labels', [])}, the data's are {list(self.labels)}; "
+                             f"resume with the file the run trained on")
         step_position("classify", self, state)

@@ -1,0 +1,116 @@
+"""Fine-tuning settings of a run: ``train.init_from`` and ``train.lora``.
+
+    tfamily train --init-from hf/bert-base data.corpus=reviews.csv train.lora.rank=8
+    tfamily train --init-from runs/train/gpt2 model.pattern.name=sliding_window \\
+        model.pattern.params.window=256 model.position.max_len=4096 data.seq_len=4096
+
+``init_from`` (a Hugging Face directory or a tfamily run or checkpoint) replaces the member: the
+spec is the checkpoint's, ``model.*`` overrides change its axes, and every weight that still
+applies is copied (``pretrained/transfer.py`` says which, and how a longer position table is
+filled); the start line names what is new and what was dropped. A labelled file as the corpus
+turns the model into a classifier (``resolve.make_spec``). The run's vocabulary is the
+checkpoint's (its tokenizer.json, or the run's vocabulary), else the corpus default.
+
+``lora`` (``rank``, ``alpha``, ``targets``: linear layer names) trains low-rank adapters on the
+targets and the head, everything else frozen (``nn/lora.py``); the checkpoint keeps base and
+adapters apart, and every reader (``tfamily eval``, ``generate``, ``export``, ``--init-from``)
+merges them.
+"""
+from __future__ import annotations
+
+from torch import nn
+
+from ..nn.lora import add_lora, is_adapter
+from ..numbers import check_int, check_number
+
+LORA = {"rank": 8, "alpha": 16.0, "targets": ["qkv_proj", "out_proj"]}  # Hu et al. 2021 adapt attention
+
+
+def check_settings(init_from, lora) -> None:
+    """``train.init_from`` and ``train.lora`` as a config holds them, or a one-line error."""
+    if init_from is not None and (not isinstance(init_from, str) or not init_from.strip()):
+        raise ValueError(f"train.init_from must be a directory path (a Hugging Face directory or a tfamily run), "
+                         f"got {init_from!r}")
+    if not isinstance(lora, dict):
+        raise ValueError(f"train.lora must be a mapping such as {{rank: 8}} (empty: no LoRA), got {lora!r}")
+    bad = sorted(set(lora) - set(LORA))
+    if bad:
+        raise ValueError(f"unknown train.lora key(s) {bad}; valid: {', '.join(LORA)}")
+    if not lora:
+        return
+    s = {**LORA, **lora}
+    check_int("train.lora.rank", s["rank"], 1, hint="e.g. train.lora.rank=8")
+    check_number("train.lora.alpha", s["alpha"], 0.0, lo_open=True, hint="e.g. train.lora.alpha=16")
+    t = s["targets"]
+    if isinstance(t, str):
+        t = [t]
+    if not isinstance(t, list) or not t or not all(isinstance(x, str) and x for x in t):
+        raise ValueError(f"train.lora.targets must be a list of linear layer names such as [qkv_proj, out_proj], "
+                         f"got {s['targets']!r}")
+
+
+def lora_settings(lora: dict) -> dict | None:
+    if not lora:
+        return None
+    s = {**LORA, **lora}
+    return {**s, "targets": [s["targets"]] if isinstance(s["targets"], str) else list(s["targets"])}
+
+
+def source(path: str):
+    from ..pretrained.transfer import load_source
+    return load_source(path)
+
+
+def source_spec(path: str) -> dict:
+    """The spec of the checkpoint at ``path`` as a dict (what ``member_dict`` starts from)."""
+    return source(path).spec.to_dict()
+
+
+def vocab(cfg, ckpt=None):
+    """The vocabulary a run started from a checkpoint reads its text with: the resumed checkpoint's,
+    else the source's (None: the corpus default)."""
+    if not cfg.train.init_from:
+        return None
+    if ckpt is not None and ckpt.meta.get("vocab"):
+        from ..data import vocab_from_json
+        return vocab_from_json(ckpt.meta["vocab"])
+    return source(cfg.train.init_from).vocab
+
+
+def with_lora(model: nn.Module, lora: dict) -> list[str]:
+    """Freeze ``model``, add the adapters, and let them and the head train; the adapted layers' names."""
+    for p in model.parameters():
+        p.requires_grad_(False)
+    names = add_lora(model, lora["rank"], lora["alpha"], tuple(lora["targets"]))
+    for name, p in model.named_parameters():  # a head tied to the embedding is named embed.*: it stays frozen
+        if is_adapter(name) or name.startswith("head."):
+            p.requires_grad_(True)
+    return names
+
+
+def prepare(model: nn.Module, cfg, fresh: bool, notes: list[str]) -> nn.Module:
+    """``model`` (just built from the run's spec) with the source's weights when the run starts
+    fresh from ``train.init_from``, and the adapters of ``train.lora``; each step adds its note."""
+    t = cfg.train
+    if t.init_from and fresh:
+        from ..pretrained.transfer import transfer
+        src = source(t.init_from)
+        report = transfer(src.model, model, keep_head=src.spec.model == model.spec.model)
+        notes.append(f"init from {src.path}: " + "; ".join(report.lines()))
+    lora = lora_settings(t.lora)
+    if lora:
+        names = with_lora(model, lora)
+        train = sum(p.numel() for p in model.parameters() if p.requires_grad)
+        notes.append(f"lora rank {lora['rank']} alpha {lora['alpha']:g} on {len(names)} linears "
+                     f"({', '.join(lora['targets'])}): {train:,} of {sum(p.numel() for p in model.parameters()):,} "
+                     f"weights train (the adapters and the head)")
+    return model
+
+
+def for_weights(model: nn.Module, meta: dict) -> nn.Module:
+    """``model`` with the adapters of the run ``meta`` describes, so its checkpoint loads into it
+    (then ``nn.lora.merge``); unchanged for a run without LoRA."""
+    lora = lora_settings((meta.get("config") or {}).get("train", {}).get("lora") or {})
+    if lora:
+        add_lora(model, lora["rank"], lora["alpha"], tuple(lora["targets"]))
+    return model

@@ -1,0 +1,113 @@
+"""Text classification from a user's file: ``data.corpus=reviews.csv`` (or ``.jsonl``) with a
+``text`` and a ``label`` per row, for a ``Classifier`` (the trainer makes the model one).
+
+- Labels: the distinct values of ``label`` (as text), sorted (numbers by value), are the class ids
+  0..k-1; the list is kept in every checkpoint and checked when the run resumes.
+- Split: a ``split`` column (``train``, ``val``/``validation``/``dev``, ``test``) decides each
+  row's; without one, a fixed permutation (the same for every seed) holds out a tenth of the
+  rows (at least one) for validation, and there is no test split.
+- Tokens: the run's vocabulary (an imported tokenizer.json, a checkpoint's, else bytes), with the
+  special tokens a tokenizer adds itself (BERT's ``[CLS] text [SEP]``), cut to ``data.seq_len``
+  and right-padded to the longest row; ``key_padding`` is True on real tokens.
+"""
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from ...data import ByteVocab, CharVocab
+from ...data.tokenizer import TokenizerVocab
+from ..config import DataConfig
+from .classify import ClassifyTask, Examples
+
+SUFFIXES = (".csv", ".jsonl")
+SPLITS = {"train": "train", "val": "val", "validation": "val", "dev": "val", "test": "test"}
+
+
+def is_labelled(corpus: str | None) -> bool:
+    return isinstance(corpus, str) and Path(corpus).suffix.lower() in SUFFIXES
+
+
+def read_rows(path: Path) -> list[dict]:
+    """The rows of a CSV (with a header) or JSONL file as dicts with ``text``, ``label`` and maybe ``split``."""
+    if not path.is_file():
+        raise FileNotFoundError(f"data.corpus={path} does not exist; pass a CSV or JSONL file with text and label")
+    with open(path, encoding="utf-8", newline="") as f:
+        if path.suffix.lower() == ".csv":
+            rows = list(csv.DictReader(f))
+        else:
+            rows = []
+            for i, line in enumerate(f, 1):
+                if line.strip():
+                    try:
+                        rows.append(json.loads(line))
+                    except json.JSONDecodeError as e:
+                        raise ValueError(f"{path} line {i} is not JSON ({e.msg}); write one object per line, "
+                                         f'e.g. {{"text": "...", "label": "pos"}}') from None
+    for i, r in enumerate(rows, 2 if path.suffix.lower() == ".csv" else 1):
+        if not isinstance(r, dict) or not isinstance(r.get("text"), str) or r.get("label") in (None, ""):
+            raise ValueError(f"{path} row {i} lacks a text or a label ({str(r)[:80]}); every row needs both "
+                             f"(a CSV header 'text,label', JSONL fields text and label)")
+        split = r.get("split")
+        if split not in (None, "") and str(split).lower() not in SPLITS:
+            raise ValueError(f"{path} row {i} has split {split!r}; use one of {', '.join(SPLITS)} or leave it out")
+    return rows
+
+
+def _label_key(label: str):
+    try:
+        return (0, float(label), label)
+    except ValueError:
+        return (1, 0.0, label)
+
+
+def encode(vocab, text: str) -> list[int]:
+    # A tokenizer.json adds its own special tokens (BERT's [CLS] ... [SEP]: the first token is what it pools).
+    return (vocab.encode_special(text) if isinstance(vocab, TokenizerVocab) else vocab.encode(text)).tolist()
+
+
+def assign(rows: list[dict]) -> list[str]:
+    """Each row's split: its ``split`` column, else a tenth held out by a fixed permutation."""
+    if any(r.get("split") not in (None, "") for r in rows):
+        return [SPLITS[str(r.get("split") or "train").lower()] for r in rows]
+    held = set(np.random.default_rng(0).permutation(len(rows))[:max(1, len(rows) // 10)].tolist())
+    return ["val" if i in held else "train" for i in range(len(rows))]
+
+
+def make(cfg: DataConfig, batch_size: int, *, seed: int = 0, vocab=None) -> ClassifyTask:
+    path = Path(cfg.corpus).expanduser()
+    rows = read_rows(path)
+    labels = sorted({str(r["label"]) for r in rows}, key=_label_key)
+    if len(labels) < 2:
+        raise ValueError(f"{path} has one label ({labels}); a classifier needs at least two")
+    if vocab is None:
+        vocab = CharVocab.from_text("".join(r["text"] for r in rows)) if cfg.vocab == "char" else ByteVocab()
+    ids = [encode(vocab, r["text"])[:cfg.seq_len] or [0] for r in rows]
+    n = max(map(len, ids))
+    x = torch.zeros(len(rows), n, dtype=torch.long)
+    real = torch.zeros(len(rows), n, dtype=torch.bool)
+    for i, row in enumerate(ids):
+        x[i, :len(row)], real[i, :len(row)] = torch.tensor(row), True
+    y = torch.tensor([labels.index(str(r["label"])) for r in rows])
+    split = np.array(assign(rows))
+    parts = {s: torch.from_numpy(np.flatnonzero(split == s)) for s in ("train", "val", "test")}
+    for s, need in (("train", 1), (cfg.eval_split, 1)):
+        if len(parts[s]) < need:
+            raise ValueError(f"{path} has no {s} rows; mark some with split={s} (or drop the split column)")
+    train = parts["train"]
+
+    def draw(b: int, g: torch.Generator) -> dict:
+        i = train[torch.randint(len(train), (b,), generator=g)]
+        return {"x": x[i], "y": y[i], "key_padding": real[i]}
+
+    def held(s: str) -> Examples:
+        i = parts[s] if len(parts[s]) else parts["val"]
+        return Examples(x[i], y[i], real[i])
+
+    val = held(cfg.eval_split)
+    return ClassifyTask(path.name, draw, val, held("test"), vocab_size=vocab.size, n_classes=len(labels),
+                        batch_size=batch_size, seed=seed, vocab=vocab, labels=labels)

@@ -1,0 +1,62 @@
+"""A user's labelled text file as a classification task: labels to ids, the split, padding, refusals."""
+from __future__ import annotations
+
+import csv
+import json
+
+import pytest
+import torch
+
+from tfamily.data import ByteVocab
+from tfamily.train.config import DataConfig
+from tfamily.train.tasks import make_task
+from tfamily.train.tasks.labelled import is_labelled
+
+
+def _csv(path, rows, header=("text", "label")):
+    with open(path, "w", newline="", encoding="utf-8") as f:
+        w = csv.writer(f)
+        w.writerow(header)
+        w.writerows(rows)
+    return str(path)
+
+
+def _task(corpus, **kw):
+    return make_task(DataConfig(corpus=corpus, seq_len=kw.pop("seq_len", 16), **kw), 4, seed=0)
+
+
+def test_labels_sorted_ids_and_a_fixed_held_out_tenth(tmp_path):
+    rows = [(f"text number {i}", ["10", "2", "1"][i % 3]) for i in range(30)]
+    task = _task(_csv(tmp_path / "a.csv", rows))
+    assert is_labelled(str(tmp_path / "a.csv")) and not is_labelled("tinyshakespeare")
+    assert task.labels == ("1", "2", "10") and task.n_classes == 3 and task.kind == "classification"
+    assert len(task.val) == 3 and isinstance(task.vocab, ByteVocab)
+    again = _task(_csv(tmp_path / "b.csv", rows))
+    assert torch.equal(task.val.x, again.val.x)  # the same rows held out, whatever the seed
+    b = task.next()
+    assert b["x"].shape == (4, 14) and set(b["key_padding"].sum(1).tolist()) <= {13, 14}  # right-padded
+    assert task.state_dict()["labels"] == ["1", "2", "10"]
+
+
+def test_a_split_column_and_jsonl(tmp_path):
+    path = tmp_path / "d.jsonl"
+    rows = [{"text": "a" * (i + 1), "label": i % 2, "split": "train" if i < 6 else "dev"} for i in range(8)]
+    path.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    task = _task(str(path), seq_len=5)
+    assert len(task.val) == 2 and task.val.x.shape == (2, 5)  # cut to data.seq_len
+    assert task.val.key_padding.all()
+    with pytest.raises(ValueError, match="no test rows"):
+        _task(str(path), eval_split="test")
+
+
+@pytest.mark.parametrize("rows, header, match", [
+    ([("x", "a"), ("y", "a")], ("text", "label"), "one label"),
+    ([("x", "")], ("text", "label"), "lacks a text or a label"),
+    ([("x", "a")], ("body", "label"), "lacks a text or a label"),
+    ([("x", "a", "holdout")], ("text", "label", "split"), "has split 'holdout'"),
+])
+def test_refusals_name_the_row_and_the_fix(tmp_path, rows, header, match):
+    with pytest.raises(ValueError, match=match):
+        _task(_csv(tmp_path / "bad.csv", rows, header))
+    with pytest.raises(FileNotFoundError, match="does not exist"):
+        _task(str(tmp_path / "missing.csv"))
