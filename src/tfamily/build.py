@@ -12,7 +12,8 @@ from collections.abc import Callable
 from torch import nn
 
 from . import checks  # noqa: F401  (registers the spec checks that need parts)
-from .models import Classifier, ClassHead, EncoderDecoder, LanguageModel, LastToken, MLMHead
+from .models import (Classifier, ClassHead, DualEncoder, EncoderDecoder, LanguageModel, LastToken, MeanPool, MLMHead,
+                     PairHead)
 from .models.rnn_decoders import BahdanauDecoder, LuongDecoder
 from .models.rnn_encdec import RNNEncoderDecoder
 from .nn.attention import Attention
@@ -173,7 +174,7 @@ OBJECTIVES.register("seq2seq", lambda: Seq2Seq(), models=("encoder_decoder",))
 OBJECTIVES.register("span_corruption", SpanCorruption, needs=("vocab_size",), models=("encoder_decoder",))
 # Al-Rfou et al. 2019: causal LM plus per-layer classifiers, cut off as training progresses.
 OBJECTIVES.register("al_rfou", AuxiliaryLosses, needs=("vocab_size", "d_model", "n_layers"), models=("decoder",))
-OBJECTIVES.register("classification", Classification, models=("classifier",))
+OBJECTIVES.register("classification", Classification, models=("classifier", "dual_encoder"))
 
 
 def objective(spec: Spec) -> nn.Module:
@@ -208,15 +209,27 @@ def _language_model(spec: Spec) -> nn.Module:
                          make_state=make_state, embed_norm=norm(spec) if spec.norm.embed else None)
 
 
-def _classifier(spec: Spec) -> nn.Module:
-    # The member's trunk read at the last real token (models/classifier.py states the rule).
-    objective_ = objective(spec)
+def _trunk(spec: Spec, objective_: nn.Module | None, head_of) -> Classifier:
+    # The member's trunk, pooled by the rule of models/classifier.py: the last real token under a
+    # causal pattern, the mean over real tokens under one that sees ahead.
     embed = TokenEmbedding(spec.vocab_size, spec.d_model, scale=spec.scale_embeddings)
     init_scheme(spec).table(embed.weight)
-    head = ClassHead(LastToken(), nn.Linear(spec.d_model, objective_.n_classes))
     sees_ahead = not all(pattern(spec, i).causal for i in range(spec.depth.n_layers))
+    head = ClassHead(MeanPool() if sees_ahead else LastToken(), head_of(spec))
     return Classifier(embed, input_position(spec), stack(spec, spec.depth.n_layers), head, objective_,
                       spec.dropout_at("embed"), norm(spec) if spec.norm.embed else None, sees_ahead)
+
+
+def _classifier(spec: Spec) -> nn.Module:
+    objective_ = objective(spec)
+    return _trunk(spec, objective_, lambda s: nn.Linear(s.d_model, objective_.n_classes))
+
+
+def _dual_encoder(spec: Spec) -> nn.Module:
+    # models/dual_encoder.py: one trunk for both inputs, [u, v, u * v, u - v] into an MLP.
+    objective_ = objective(spec)
+    encoder = _trunk(spec, None, lambda s: nn.Identity())
+    return DualEncoder(encoder, PairHead(spec.d_model, objective_.n_classes), objective_)
 
 
 def _encoder_decoder(spec: Spec) -> nn.Module:
@@ -278,6 +291,7 @@ def _any_encoder_decoder(spec: Spec) -> nn.Module:
 MODELS.register("decoder", _language_model, needs=("spec",))
 MODELS.register("encoder", _language_model, needs=("spec",))
 MODELS.register("classifier", _classifier, needs=("spec",))
+MODELS.register("dual_encoder", _dual_encoder, needs=("spec",))
 MODELS.register("encoder_decoder", _any_encoder_decoder, needs=("spec",))
 
 

@@ -106,6 +106,9 @@ def test_killed_cell_resumes_where_it_stopped(baseline, tmp_path):
     (["--steps", "0"], "--steps must be an integer >= 1, got 0"),
     (["--tasks", "mnist", "--length", "mnist=5"], "--length mnist=5 must divide 28"),
     (["--members", "transformer_xl"], "member transformer_xl cannot be an arena classifier"),
+    (["--members", "image_transformer_1d"], "member image_transformer_1d cannot be an arena classifier (its bidir"),
+    (["--members", "gpt:encoder"], "member 'gpt:encoder': the only variant is gpt:causal"),
+    (["--tasks", "pathfinder", "--length", "pathfinder=4"], "--length pathfinder=4 is the image side"),
 ])
 def test_bad_arguments_are_refused_in_one_line(argv, message, tmp_path, capsys):
     assert cli.main(["arena", *argv, "--out", str(tmp_path / "x")]) == 2
@@ -117,4 +120,51 @@ def test_bad_arguments_are_refused_in_one_line(argv, message, tmp_path, capsys):
 def test_a_cell_planned_otherwise_is_refused(baseline):
     with pytest.raises(ValueError, match=r"was run with other settings \(steps: 4 -> 6\)"):
         grid.run_cell(grid.Cell("listops", "gpt", 0), grid.Settings(steps=6, lengths={"listops": 24}, d_model=16,
-                      n_layers=1, n_heads=2, batch_size=4, eval_examples=16), baseline)
+                      n_layers=1, n_heads=2, batch_size=4, eval_examples=16), baseline, d_ff=64)
+
+
+def test_members_run_as_bidirectional_encoders_unless_causal():
+    from tfamily.build import pattern
+    from tfamily.train.resolve import make_spec
+    s = grid.Settings(steps=2, lengths={"listops": 64}, d_model=16, n_layers=2, n_heads=2)
+    for label, causal in (("longformer", False), ("longformer:causal", True), ("bigbird", False), ("gpt", False)):
+        spec, _ = make_spec(grid.config(grid.Cell("listops", label, 0), s, Path("."), 10), 16, 64)
+        assert all(pattern(spec, i).causal == causal for i in range(2)), label
+    assert grid.Cell("listops", "gpt:causal", 1).dir("o") == Path("o/listops/gpt.causal-s1")
+    assert grid.Cell("listops", "gpt", 1, 0.003).dir("o") == Path("o/listops/gpt-lr0.003-s1")
+
+
+def test_d_ff_brings_every_member_within_ten_percent_of_the_first():
+    s = grid.Settings(steps=2, lengths={"listops": 64}, d_model=32, n_layers=2, n_heads=2)
+    cells = grid.grid(["gpt", "reformer", "longformer"], ["listops"], 1)
+    d_ff, notes = grid.match_d_ff(cells, s)
+    assert notes == []
+    counts = {m: grid.params(grid.Cell("listops", m, 0), s, 16, 10, d_ff[("listops", m)])
+              for m in ("gpt", "reformer")}
+    assert d_ff[("listops", "gpt")] == 128 and d_ff[("listops", "reformer")] > 128  # shared QK, no learned positions
+    assert abs(counts["reformer"] - counts["gpt"]) <= 0.1 * counts["gpt"]
+    assert all(v is None for v in grid.match_d_ff(cells, grid.Settings(match_params=False))[0].values())
+
+
+def test_a_sweep_reports_the_learning_rate_best_on_validation():
+    def cell(lr, seed, val, test):
+        return {"task": "t", "member": "m", "seed": seed, "lr": lr, "length": 8, "params": 10, "d_ff": 4, "steps": 2,
+                "test_acc": test, "val_acc": val, "train_s": 1.0, "tokens_per_s": 5.0, "peak_mb": 1.0}
+    rows = table.summarize([cell(1e-3, 0, 0.2, 0.9), cell(1e-3, 1, 0.3, 0.9), cell(3e-3, 0, 0.5, 0.1),
+                            cell(3e-3, 1, 0.4, 0.3)])
+    assert len(rows) == 1 and rows[0]["lr"] == 3e-3 and rows[0]["lrs"] == 2 and rows[0]["sweep_s"] == 4.0
+    assert abs(rows[0]["test_acc"] - 0.2) < 1e-9 and "(best of 2)" in table.markdown(rows)
+
+
+def test_pathfinder_and_matching_with_a_sweep_end_to_end(tmp_path):
+    out = tmp_path / "pm"
+    argv = ["arena", "--members", "gpt", "bigbird:causal", "--tasks", "pathfinder", "match", "--length",
+            "pathfinder=8", "match=16", "--steps", "2", "--lr", "1e-3", "3e-3", "--d-model", "16", "--layers", "1",
+            "--heads", "2", "--batch-size", "4", "--eval-examples", "8", "--out", str(out)]
+    assert cli.main(argv) == 0
+    board = json.loads((out / "leaderboard.json").read_text())
+    assert [(r["task"], r["member"], r["lrs"]) for r in board] == [
+        ("match", "bigbird:causal", 2), ("match", "gpt", 2), ("pathfinder", "bigbird:causal", 2),
+        ("pathfinder", "gpt", 2)]
+    assert (out / "match" / "gpt-lr0.003-s0" / "cell.json").exists()
+    assert json.loads((out / "match" / "gpt-lr0.001-s0" / "plan.json").read_text())["lr"] == 1e-3

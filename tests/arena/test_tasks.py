@@ -13,7 +13,8 @@ def test_generator_depends_on_the_seed_beyond_32_bits():
     assert len(draws) == 3
 
 
-@pytest.mark.parametrize("name, length, n, classes", [("listops", 24, 24, 10), ("mnist", 7, 49, 10), ("text", 32, 32, 3)])
+@pytest.mark.parametrize("name, length, n, classes", [("listops", 24, 24, 10), ("mnist", 7, 49, 10),
+                                                      ("text", 32, 32, 3), ("pathfinder", 8, 64, 2)])
 def test_task_batches_and_held_out_sets(name, length, n, classes):
     a = tasks.make(name, length, batch_size=4, seed=0, eval_examples=8)
     b = tasks.make(name, length, batch_size=4, seed=1, eval_examples=8)
@@ -26,3 +27,14 @@ def test_task_batches_and_held_out_sets(name, length, n, classes):
     a.load_state_dict(position)
     assert torch.equal(a.next()["x"], again["x"])
     assert sum(len(e["y"]) for e in a.eval_batches(None, 3)) == 8
+
+
+def test_match_rows_are_pairs_from_one_corpus():
+    a = tasks.make("match", 32, batch_size=6, seed=0, eval_examples=8)
+    batch = a.next()
+    assert batch["x"].shape == (6, 2, 32) and batch["key_padding"].shape == (6, 2, 32)
+    assert a.n_classes == 2 and a.seq_len == 32 and a.units == 64
+    assert set(batch["y"].tolist()) <= {0, 1} and a.val.x.shape == (8, 2, 32)
+    assert torch.equal(a.test.x, tasks.make("match", 32, batch_size=6, seed=1, eval_examples=8).test.x)
+    with pytest.raises(ValueError, match="lower --length match"):
+        tasks.make("match", 8192, batch_size=2, seed=0, eval_examples=2)

@@ -2,28 +2,36 @@
 merge DIR...` writes the leaderboard of several shards' directories."""
 from __future__ import annotations
 
+import argparse
 import sys
 from pathlib import Path
 
-HELP = "members side by side on long-range classification tasks (ListOps, MNIST pixels, text): one leaderboard"
+HELP = ("members side by side on long-range classification tasks (ListOps, MNIST pixels, Pathfinder, text, "
+        "document matching): one leaderboard")
 
 
 def add_parser(sub) -> None:
     p = sub.add_parser("arena", help=HELP, description=HELP)
     from .grid import ARENA_MEMBERS
-    p.add_argument("--members", nargs="+", default=list(ARENA_MEMBERS), help="members to compare")
-    p.add_argument("--tasks", nargs="+", default=["listops"], help="listops, mnist, text")
+    p.add_argument("--members", nargs="+", default=list(ARENA_MEMBERS),
+                   help="members to compare, each its bidirectional encoder; NAME:causal runs the decoder as it is")
+    p.add_argument("--causal", action="store_true",
+                   help="run every member given without a variant as NAME:causal (its own causal pattern)")
+    p.add_argument("--tasks", nargs="+", default=["listops"], help="listops, mnist, pathfinder, text, match")
     p.add_argument("--seeds", type=int, default=1, help="seeds 0..N-1 per (task, member)")
     p.add_argument("--steps", type=int, default=None, help="training steps per cell (default 200 without --time)")
     p.add_argument("--time", default=None, help="training time per cell instead: 300, 90s, 4m, 1h")
     p.add_argument("--length", nargs="+", default=[], metavar="TASK=N",
-                   help="sequence length per task (mnist: the image side, 28/14/7/4); defaults listops=256 "
-                        "mnist=14 text=256")
+                   help="sequence length per task (mnist, pathfinder: the image side); defaults listops=256 "
+                        "mnist=14 pathfinder=16 text=256 match=256")
     p.add_argument("--d-model", type=int, default=64)
     p.add_argument("--layers", type=int, default=2)
     p.add_argument("--heads", type=int, default=4)
     p.add_argument("--batch-size", type=int, default=16)
-    p.add_argument("--lr", type=float, default=1e-3)
+    p.add_argument("--lr", type=float, nargs="+", default=[1e-3],
+                   help="learning rate; several: a sweep, every seed at each, the best by validation reported")
+    p.add_argument("--match-params", action=argparse.BooleanOptionalAction, default=True,
+                   help="set each member's d_ff so its parameters are within 10%% of the first member's")
     p.add_argument("--warmup", type=int, default=None, help="warm-up steps (default: a tenth of --steps)")
     p.add_argument("--eval-examples", type=int, default=256, help="validation and test examples per task")
     p.add_argument("--threads", type=int, default=1, help="torch threads in every cell")
@@ -62,12 +70,14 @@ def settings(args):
         check_int(f"--{flag.replace('_', '-')}", getattr(args, flag), 1)
     if args.warmup is not None:
         check_int("--warmup", args.warmup, 0)
-    check_number("--lr", args.lr, 0.0, lo_open=True)
+    for lr in args.lr:
+        check_number("--lr", lr, 0.0, lo_open=True)
     if args.d_model % args.heads:
         raise ValueError(f"--d-model {args.d_model} must be divisible by --heads {args.heads}")
     return Settings(steps=steps if steps or args.time else 200, time=args.time, lengths=lengths,
                     d_model=args.d_model, n_layers=args.layers, n_heads=args.heads, batch_size=args.batch_size,
-                    lr=args.lr, warmup=args.warmup, eval_examples=args.eval_examples, threads=args.threads,
+                    lr=args.lr[0], warmup=args.warmup, match_params=args.match_params,
+                    eval_examples=args.eval_examples, threads=args.threads,
                     precision=args.precision, device=args.device, ckpt_every=args.ckpt_every)
 
 
@@ -75,19 +85,26 @@ def _run(args) -> int:
     from . import grid, table
     s = settings(args)
     i, n = grid.parse_shard(args.shard)
-    cells = grid.grid(args.members, args.tasks, args.seeds)
+    members = [m if ":" in m or not args.causal else f"{m}:{grid.CAUSAL}" for m in args.members]
+    cells = grid.grid(members, args.tasks, args.seeds, args.lr)
     grid.check_cells(cells, s)
+    d_ff, notes = grid.match_d_ff(cells, s, args.data_dir)
+    for note in notes:
+        print(f"arena: {note}", file=sys.stderr)
     mine = cells[i::n]
     print(f"arena: {len(mine)} of {len(cells)} cells{f' (shard {i}/{n})' if n > 1 else ''} -> {args.out}",
           file=sys.stderr)
     for k, cell in enumerate(mine, 1):
-        row, what = grid.run_cell(cell, s, args.out, args.data_dir)
-        print(f"[{k}/{len(mine)}] {cell.task} {cell.member} seed {cell.seed}: {what}, test acc "
-              f"{100 * row['test_acc']:.1f}%, {row['steps']} steps, {row['train_s']:.1f} s", file=sys.stderr, flush=True)
-    wanted = {(c.task, c.member, c.seed) for c in cells}
-    rows = table.write(args.out, [r for r in table.collect([args.out]) if (r["task"], r["member"], r["seed"]) in wanted])
+        row, what = grid.run_cell(cell, s, args.out, args.data_dir, d_ff[(cell.task, cell.member)])
+        lr = "" if cell.lr is None else f" lr {cell.lr:g}"
+        print(f"[{k}/{len(mine)}] {cell.task} {cell.member}{lr} seed {cell.seed}: {what}, test acc "
+              f"{100 * row['test_acc']:.1f}%, {row['steps']} steps, {row['train_s']:.1f} s, {row['params']:,} params "
+              f"(d_ff {row['d_ff']})", file=sys.stderr, flush=True)
+    wanted = {(c.task, c.member, c.seed, s.lr_of(c)) for c in cells}
+    done = [r for r in table.collect([args.out]) if (r["task"], r["member"], r["seed"], r.get("lr", s.lr)) in wanted]
+    rows = table.write(args.out, done)
     print(table.markdown(rows), end="")
-    missing = len(cells) - sum(r["seeds"] for r in rows)
+    missing = len(cells) - len(done)
     if missing:
         print(f"arena: {missing} cell(s) of the grid not finished in {args.out} yet (other shards); "
               f"`tfamily arena merge` their directories when they are", file=sys.stderr)

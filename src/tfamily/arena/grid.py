@@ -6,8 +6,9 @@ shared loop (``config.yaml``, ``train.csv``, ``checkpoints/``, ``result.json``) 
 the same grid over ``OUT`` skips a cell that has ``cell.json``, resumes one that was killed from its
 newest checkpoint (the loop's exact resume), starts over one killed before its first checkpoint, and
 refuses a cell planned with other settings. ``--shard i/n`` runs cells i, i + n, i + 2n, ... of the
-grid in its fixed order (tasks, then members, then seeds), so n machines sharing or merging ``OUT``
-cover the grid exactly once.
+grid in its fixed order (tasks, then members, then learning rates, then seeds), so n machines
+sharing or merging ``OUT`` cover the grid exactly once. With several ``--lr`` a cell's directory is
+``<member>-lr<lr>-s<seed>``; ``NAME:causal`` members live in ``NAME.causal-s<seed>``.
 """
 from __future__ import annotations
 
@@ -25,16 +26,19 @@ from ..numbers import check_int
 from . import tasks
 
 ARENA_MEMBERS = ("gpt", "sparse_transformer_strided", "longformer", "bigbird", "reformer")
+CAUSAL = "causal"  # the one member variant: NAME:causal keeps the decoder's causal pattern
 
 
 @dataclass(frozen=True)
 class Cell:
     task: str
-    member: str
+    member: str           # a member name, or NAME:causal
     seed: int
+    lr: float | None = None  # None: the settings' one learning rate
 
     def dir(self, out: str | Path) -> Path:
-        return Path(out) / self.task / f"{self.member}-s{self.seed}"
+        lr = "" if self.lr is None else f"-lr{self.lr:g}"
+        return Path(out) / self.task / f"{self.member.replace(':', '.')}{lr}-s{self.seed}"
 
 
 @dataclass(frozen=True)
@@ -50,6 +54,7 @@ class Settings:
     lr: float = 1e-3
     warmup: int | None = None                     # None: a tenth of --steps (20 with --time)
     eval_examples: int = 256
+    match_params: bool = True                     # d_ff per member: parameters within 10% of the first's
     threads: int | None = 1
     precision: str = "fp32"
     device: str = "cpu"
@@ -58,9 +63,12 @@ class Settings:
     def length(self, task: str) -> int:
         return self.lengths.get(task, tasks.DEFAULT_LENGTHS[task])
 
-    def plan(self, cell: Cell) -> dict:
+    def plan(self, cell: Cell, d_ff: int | None = None) -> dict:
         keep = {k: v for k, v in asdict(self).items() if k not in ("lengths", "ckpt_every")}
-        return {**asdict(cell), "length": self.length(cell.task), **keep}
+        return {**asdict(cell), "length": self.length(cell.task), **keep, "lr": self.lr_of(cell), "d_ff": d_ff}
+
+    def lr_of(self, cell: Cell) -> float:
+        return self.lr if cell.lr is None else cell.lr
 
 
 def parse_shard(text: str | None) -> tuple[int, int]:
@@ -73,39 +81,103 @@ def parse_shard(text: str | None) -> tuple[int, int]:
     return int(i), int(n)
 
 
-def check_member(name: str) -> str:
+def split_member(label: str) -> tuple[str, bool]:
+    """``NAME`` -> (NAME, False): the member's bidirectional encoder (``variants.two_sided``);
+    ``NAME:causal`` -> (NAME, True): the member's own causal pattern, read at the last token."""
+    name, sep, variant = str(label).partition(":")
+    if sep and variant != CAUSAL:
+        raise ValueError(f"member {label!r}: the only variant is {name}:{CAUSAL} (the decoder as a classifier); "
+                         f"plain {name} is its bidirectional encoder")
+    return name, bool(sep)
+
+
+def check_member(label: str) -> str:
     from ..members import REGISTRY
+    name, _ = split_member(label)
     if name not in REGISTRY:
         close = difflib.get_close_matches(str(name), REGISTRY, n=1)
         hint = f"did you mean {close[0]!r}? " if close else ""
         raise ValueError(f"unknown member {name!r}; {hint}see `tfamily members` (arena default: "
                          f"{' '.join(ARENA_MEMBERS)})")
-    return name
+    return label
 
 
-def grid(members: list[str], task_names: list[str], seeds: int) -> list[Cell]:
-    """Every cell, in the order shards count them: tasks, then members, then seeds."""
+def grid(members: list[str], task_names: list[str], seeds: int, lrs: list[float] | None = None) -> list[Cell]:
+    """Every cell, in the order shards count them: tasks, then members, then learning rates, then
+    seeds. One learning rate (or none given) leaves ``Cell.lr`` None: the settings' ``lr``."""
     check_int("--seeds", seeds, 1)
     for name in task_names:
         tasks.check_name(name)
     for name in members:
         check_member(name)
-    return [Cell(t, m, s) for t in dict.fromkeys(task_names) for m in dict.fromkeys(members) for s in range(seeds)]
+    rates = list(dict.fromkeys(lrs)) if lrs and len(set(lrs)) > 1 else [None]
+    return [Cell(t, m, s, lr) for t in dict.fromkeys(task_names) for m in dict.fromkeys(members) for lr in rates
+            for s in range(seeds)]
 
 
-def config(cell: Cell, s: Settings, run_dir: Path, n_classes: int):
-    """The shared loop's config of one cell: the member as a classifier at the arena's shape."""
+def config(cell: Cell, s: Settings, run_dir: Path, n_classes: int, d_ff: int | None = None):
+    """The shared loop's config of one cell: the member as a classifier (a dual encoder for a task of
+    pairs) at the arena's shape, two-sided unless it is ``NAME:causal`` (``variants.two_sided``,
+    applied to the member's pattern at the task's length, after its own context rule)."""
+    from ..train import resolve
     from ..train.config import from_dict
-    model = {"model": "classifier", "objective": {"name": "classification", "params": {"n_classes": n_classes}},
+    from ..variants import two_sided
+    member, causal = split_member(cell.member)
+    n = tasks.seq_len(cell.task, s.length(cell.task))
+    model = {"model": "dual_encoder" if cell.task in tasks.PAIRED else "classifier",
+             "objective": {"name": "classification", "params": {"n_classes": n_classes}},
              "d_model": s.d_model, "depth": {"n_layers": s.n_layers}, "heads": {"n_heads": s.n_heads, "d_head": None},
-             "position": {"max_len": tasks.seq_len(cell.task, s.length(cell.task))}}
+             "position": {"max_len": n}, **({"ff": {"d_ff": d_ff}} if d_ff else {})}
     warmup = s.warmup if s.warmup is not None else max(1, s.steps // 10) if s.steps else 20
-    train = {"batch_size": s.batch_size, "max_steps": s.steps, "time_budget": s.time, "lr": s.lr, "warmup": warmup,
+    train = {"batch_size": s.batch_size, "max_steps": s.steps, "time_budget": s.time, "lr": s.lr_of(cell),
+             "warmup": warmup,
              "precision": s.precision, "device": s.device, "threads": s.threads, "seed": cell.seed,
              "eval_every": None, "eval_tokens": None, "ckpt_every": s.ckpt_every, "keep": 1, "log_every": 1,
              "out": str(run_dir), "tensorboard": False, "progress": False}
-    return from_dict({"member": cell.member, "name": f"{cell.task}-{cell.member}-s{cell.seed}", "size": "small",
-                      "model": model, "data": {"corpus": f"arena-{cell.task}"}, "train": train})
+    name = f"{cell.task}-{cell.dir('.').name}"
+
+    def make(model: dict):
+        return from_dict({"member": member, "name": name, "size": "small", "model": model,
+                          "data": {"corpus": f"arena-{cell.task}"}, "train": train})
+    if causal:
+        return make(model)
+    fitted, _ = resolve.at_context(make(model), resolve.member_dict(make(model)), n)
+    return make({**model, "pattern": two_sided(fitted["pattern"], n)})
+
+
+def params(cell: Cell, s: Settings, vocab_size: int, n_classes: int, d_ff: int | None = None) -> int:
+    """The parameter count of the cell's model (built, not trained)."""
+    from ..build import build
+    from ..train.resolve import make_spec
+    spec, _ = make_spec(config(cell, s, Path("."), n_classes, d_ff), vocab_size,
+                        tasks.seq_len(cell.task, s.length(cell.task)))
+    return sum(p.numel() for p in build(spec).parameters())
+
+
+def match_d_ff(cells: list[Cell], s: Settings, data_dir=None) -> tuple[dict[tuple[str, str], int | None], list[str]]:
+    """d_ff per (task, member) that brings each member's parameter count closest to the first
+    member's at d_ff = 4 d_model (the count is linear in d_ff: two builds fix the line), and one
+    line per member still more than 10% off (one whose count d_ff does not move). None for every
+    pair when ``s.match_params`` is off (each member's own d_ff)."""
+    out: dict[tuple[str, str], int | None] = {}
+    notes: list[str] = []
+    for task in dict.fromkeys(c.task for c in cells):
+        members = list(dict.fromkeys(c.member for c in cells if c.task == task))
+        if not s.match_params:
+            out.update({(task, m): None for m in members})
+            continue
+        probe = tasks.make(task, s.length(task), batch_size=1, seed=0, eval_examples=1, data_dir=data_dir)
+        count = lambda m, d_ff: params(Cell(task, m, 0), s, probe.vocab_size, probe.n_classes, d_ff)  # noqa: E731
+        a, b = 4 * s.d_model, 8 * s.d_model
+        target = count(members[0], a)
+        for m in members:
+            pa, pb = count(m, a), count(m, b)
+            out[(task, m)] = d_ff = a if pa == pb else max(1, round(a + (target - pa) * (b - a) / (pb - pa)))
+            final = count(m, d_ff)
+            if abs(final - target) > 0.1 * target:
+                notes.append(f"{task}: {m} has {final:,} parameters at d_ff {d_ff}, more than 10% from "
+                             f"{members[0]}'s {target:,}; it is reported with its count")
+    return out, notes
 
 
 def check_cells(cells: list[Cell], s: Settings) -> None:
@@ -115,8 +187,9 @@ def check_cells(cells: list[Cell], s: Settings) -> None:
         try:
             make_spec(config(cell, s, Path("."), 10), 256, tasks.seq_len(cell.task, s.length(cell.task)))
         except ValueError as e:
-            raise ValueError(f"member {cell.member} cannot be an arena classifier (its pattern, read at the last "
-                             f"real token): {e}") from None
+            how = "its own pattern, read at the last real token" if split_member(cell.member)[1] else \
+                "its bidirectional encoder; NAME:causal runs its decoder"
+            raise ValueError(f"member {cell.member} cannot be an arena classifier ({how}): {e}") from None
 
 
 def _write(path: Path, data: dict) -> None:
@@ -150,12 +223,13 @@ def peak_memory(device: torch.device):
     box[0] = max(0.0, procmem._status("VmHWM") - start)
 
 
-def run_cell(cell: Cell, s: Settings, out: str | Path, data_dir=None) -> tuple[dict, str]:
-    """Train one cell (or skip or resume it); its row and what happened: skipped, ran, resumed."""
+def run_cell(cell: Cell, s: Settings, out: str | Path, data_dir=None, d_ff: int | None = None) -> tuple[dict, str]:
+    """Train one cell (or skip or resume it) with ``d_ff`` (``match_d_ff``; None: the member's own);
+    its row and what happened: skipped, ran, resumed."""
     from ..train import checkpoint
     from ..train.evaluate import evaluate
     from ..train.loop import Trainer
-    d, plan = cell.dir(out), s.plan(cell)
+    d, plan = cell.dir(out), s.plan(cell, d_ff)
     _check_plan(d, plan)
     if (d / "cell.json").exists():
         return json.loads((d / "cell.json").read_text()), "skipped"
@@ -166,7 +240,7 @@ def run_cell(cell: Cell, s: Settings, out: str | Path, data_dir=None) -> tuple[d
     _write(d / "plan.json", plan)
     task = tasks.make(cell.task, s.length(cell.task), batch_size=s.batch_size, seed=cell.seed,
                       eval_examples=s.eval_examples, data_dir=data_dir)
-    trainer = Trainer(config(cell, s, d, task.n_classes), task=task, resume=resume, data_dir=data_dir)
+    trainer = Trainer(config(cell, s, d, task.n_classes, d_ff), task=task, resume=resume, data_dir=data_dir)
     try:
         with peak_memory(trainer.device) as peak:  # training only: the imports of a process's first cell stay out
             result = trainer.fit()
@@ -174,7 +248,8 @@ def run_cell(cell: Cell, s: Settings, out: str | Path, data_dir=None) -> tuple[d
                         precision=trainer.precision)
     finally:
         trainer.close()
-    row = {**asdict(cell), "length": s.length(cell.task), "params": result["params"], "steps": result["steps"],
+    row = {**asdict(cell), "lr": s.lr_of(cell), "d_ff": trainer.spec.ff.d_ff or 4 * trainer.spec.d_model,
+           "length": s.length(cell.task), "params": result["params"], "steps": result["steps"],
            "test_acc": test["acc"], "val_acc": result["val_acc"], "val_loss": result["val_loss"],
            "train_loss": result["train_loss"], "train_s": trainer.elapsed,
            "tokens_per_s": result["tokens_per_s"], "peak_mb": peak[0], "stopped": result["stopped"],

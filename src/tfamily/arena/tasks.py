@@ -22,7 +22,19 @@ of the data). ``--length`` sets each task's sequence length:
   characters into words, names and layouts to tell the sources apart, and a short window may hold
   none of those.
 
-Pathfinder and byte-level document matching are not here yet.
+* ``pathfinder`` (Linsley et al. 2018; LRA section 3.5): whether two dots of a ``length`` x
+  ``length`` image (16 or 32, any side >= 8) lie on one path, among distractor paths
+  (``data/synthetic/pathfinder.py``), read in raster order (``length ** 2`` tokens: background,
+  path, dot), balanced. Long-range: the dots are a path apart, and a path's pixels in successive
+  rows are ``length`` positions apart.
+* ``match``: whether two windows of ``length`` bytes come from the same document (LRA's Retrieval,
+  section 3.3, matches documents by citation; we have no citations, so a document is a span of
+  ``4 * length`` bytes of one corpus). Each row is a pair; both windows come from one corpus, from
+  the same document (label 1) or from two documents at least a document apart (label 0), drawn
+  half and half, from the training split (held-out sets: the halves of the held-out text as for
+  ``text``). Corpus style cannot tell them apart; the shared names, speakers, verses and headwords of
+  a document can, wherever they sit in the windows. A ``dual_encoder`` model reads it: each window
+  is encoded alone by one shared encoder (``models/dual_encoder.py``).
 """
 from __future__ import annotations
 
@@ -35,7 +47,8 @@ import torch.nn.functional as F
 from ..numbers import check_int
 from ..train.tasks.classify import ClassifyTask, Examples, generator
 
-DEFAULT_LENGTHS = {"listops": 256, "mnist": 14, "text": 256}
+DEFAULT_LENGTHS = {"listops": 256, "mnist": 14, "text": 256, "pathfinder": 16, "match": 256}
+PAIRED = ("match",)  # tasks whose rows are pairs: a dual encoder reads them
 HELD_OUT = 1 << 62  # held-out sets use seeds no run uses
 
 
@@ -52,12 +65,14 @@ def check_length(name: str, length) -> int:
     length = check_int(f"--length {name}", length, 2)
     if name == "mnist" and 28 % length:
         raise ValueError(f"--length mnist={length} must divide 28 (the image side): 28, 14, 7 or 4")
+    if name == "pathfinder" and length < 8:
+        raise ValueError(f"--length pathfinder={length} is the image side: give at least 8, e.g. 16 or 32")
     return length
 
 
 def seq_len(name: str, length: int) -> int:
-    """The input length of task ``name`` at ``length`` (mnist: the side, so side ** 2 pixels)."""
-    return length ** 2 if name == "mnist" else length
+    """The input length of task ``name`` at ``length`` (images: the side, so side ** 2 pixels)."""
+    return length ** 2 if name in ("mnist", "pathfinder") else length
 
 
 def _listops(length: int, n_eval: int, data_dir) -> tuple:
@@ -121,7 +136,55 @@ def _text(length: int, n_eval: int, data_dir) -> tuple:
     return (lambda rows, g: windows(train, rows, g)), fixed(0), fixed(1), 256, len(TEXT_CORPORA)
 
 
-MAKERS: dict[str, Callable] = {"listops": _listops, "mnist": _mnist, "text": _text}
+def _pathfinder(side: int, n_eval: int, data_dir) -> tuple:
+    from ..data.synthetic.pathfinder import Pathfinder
+    task = Pathfinder(side)
+    every = torch.ones(1, side * side, dtype=torch.bool)
+
+    def draw(rows: int, g: torch.Generator) -> dict:
+        x, y = task.sample(rows, g)
+        return {"x": x, "y": y, "key_padding": every.expand(rows, -1)}
+
+    held = [draw(n_eval, generator(HELD_OUT + i, 0)) for i in (1, 2)]
+    return draw, *(Examples(h["x"], h["y"], h["key_padding"]) for h in held), task.vocab_size, task.n_classes
+
+
+def _match(length: int, n_eval: int, data_dir) -> tuple:
+    from ..data.corpora import load_corpus
+    corpora = [load_corpus(name, data_dir, vocab="byte") for name in TEXT_CORPORA]
+    held = [c.val if c.test.data_ptr() == c.val.data_ptr() else torch.cat([c.val, c.test]) for c in corpora]
+    halves = [(h[:len(h) // 2], h[len(h) // 2:]) for h in held]
+    doc = 4 * length
+    every = torch.ones(1, 2, length, dtype=torch.bool)
+
+    def window(text: torch.Tensor, d: int, g: torch.Generator) -> torch.Tensor:
+        s = d * doc + int(torch.randint(doc - length + 1, (1,), generator=g))
+        return text[s:s + length].long()
+
+    def pairs(texts: list[torch.Tensor], rows: int, g: torch.Generator) -> dict:
+        label = torch.randint(2, (rows,), generator=g)
+        which = torch.randint(len(texts), (rows,), generator=g)
+        x = []
+        for c, same in zip(which.tolist(), label.tolist()):
+            n_docs = len(texts[c]) // doc
+            if n_docs < 4:
+                raise ValueError(f"--length match={length}: {TEXT_CORPORA[c]}'s held-out half has {n_docs} "
+                                 f"documents of {doc} bytes, fewer than 4; lower --length match")
+            a = int(torch.randint(n_docs, (1,), generator=g))
+            b = a if same else (a + 2 + int(torch.randint(n_docs - 3, (1,), generator=g))) % n_docs
+            x.append(torch.stack([window(texts[c], a, g), window(texts[c], b, g)]))
+        return {"x": torch.stack(x), "y": label, "key_padding": every.expand(rows, -1, -1)}
+
+    def fixed(which: int) -> Examples:
+        w = pairs([h[which] for h in halves], n_eval, generator(HELD_OUT + which + 1, 0))
+        return Examples(w["x"], w["y"], w["key_padding"])
+
+    train = [c.train for c in corpora]
+    return (lambda rows, g: pairs(train, rows, g)), fixed(0), fixed(1), 256, 2
+
+
+MAKERS: dict[str, Callable] = {"listops": _listops, "mnist": _mnist, "text": _text, "pathfinder": _pathfinder,
+                               "match": _match}
 
 
 def make(name: str, length: int, *, batch_size: int, seed: int, eval_examples: int, data_dir=None) -> ClassifyTask:

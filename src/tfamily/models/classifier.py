@@ -5,18 +5,20 @@ pixel sequence, which corpus a byte window comes from).
 The head is a composition, ``ClassHead(pool, proj)``: ``pool`` picks one vector per row from the
 stack's output, ``proj`` maps it to class logits. One rule reads a class from every member:
 
-    Each member keeps its own attention pattern, and the class is read from the stream at the
-    last real token (``LastToken``).
+    Under a causal pattern the class is read from the stream at the last real token
+    (``LastToken``); under a pattern that sees ahead, from the mean over the real tokens
+    (``MeanPool``).
 
 Under a causal pattern (every decoder member: GPT, the sparse members, Longformer, BigBird,
 Reformer) the last token is the one position whose view covers the whole input; this is GPT's own
 rule for classification (Radford et al. 2018, section 3.3: the final block's activation at the
 last token feeds a linear output layer). Inputs are right-padded, so a causal member's real
 positions never see the padding and its stack gets no padding mask (which also keeps SDPA on its
-causal flash path); a pattern that sees ahead (``full``, an encoder such as BERT) gets
-``key_padding``, so its real tokens never attend to padding either. Long Range Arena (Tay et al.
-2021) trains bidirectional encoders instead; the bidirectional variants of the sparse patterns
-would be members of their own.
+causal flash path). A pattern that sees ahead (``full``, an encoder such as BERT, the two-sided
+variants of the sparse members in ``variants.py``) gets ``key_padding``, so its real tokens never
+attend to padding, and is pooled by the mean over real tokens, Long Range Arena's pooling for its
+bidirectional encoders (Tay et al. 2021): under a sparse two-sided pattern no single position need
+see the whole input.
 """
 from __future__ import annotations
 
@@ -38,6 +40,17 @@ class LastToken(nn.Module):
             return x[:, -1]
         last = key_padding.sum(-1).clamp_min(1) - 1
         return x[torch.arange(x.shape[0], device=x.device), last]
+
+
+class MeanPool(nn.Module):
+    """The mean of the stream over each row's real tokens: (b, n, d) -> (b, d); ``key_padding``
+    (b, n) True on real tokens, None: every token is real."""
+
+    def forward(self, x: Tensor, key_padding: Tensor | None = None) -> Tensor:
+        if key_padding is None:
+            return x.mean(1)
+        w = key_padding.to(x.dtype).unsqueeze(-1)
+        return (x * w).sum(1) / w.sum(1).clamp_min(1.0)
 
 
 class ClassHead(nn.Module):

@@ -4,7 +4,8 @@ Training batch t is ``draw(batch_size, generator(seed, t))``: a pure function of
 resumed run sees the batches it would have, and every model trained with one seed sees the same
 data in the same order. The validation and test sets are tensors made once (``Examples``), the same
 for every seed and model. Batches are ``{"x": (b, n), "y": (b,), "key_padding": (b, n)}`` with
-``key_padding`` True on real tokens (inputs right-padded).
+``key_padding`` True on real tokens (inputs right-padded); a task of pairs (a dual encoder's) has
+``x`` and ``key_padding`` of shape (b, 2, n).
 """
 from __future__ import annotations
 
@@ -52,7 +53,8 @@ class ClassifyTask:
         the class names by id, kept in the task's position so a resumed run checks they are the same."""
         self.name, self.draw, self.val, self.test = name, draw, val, test
         self.vocab, self.labels = vocab, tuple(labels)
-        self.vocab_size, self.n_classes, self.seq_len = vocab_size, n_classes, val.x.shape[1]
+        self.vocab_size, self.n_classes, self.seq_len = vocab_size, n_classes, val.x.shape[-1]
+        self.units = val.x[0].numel()  # tokens per example: seq_len, or 2 seq_len for a pair
         self.batch_size, self.seed, self.step = batch_size, seed, 0
 
     def next(self) -> dict:
@@ -68,10 +70,10 @@ class ClassifyTask:
 
     def eval_batches(self, max_units: int | None, batch_size: int) -> Iterator[dict]:
         """The validation set, or its first ``max_units`` tokens' worth of examples."""
-        yield from self.val.batches(batch_size, None if max_units is None else max(1, max_units // self.seq_len))
+        yield from self.val.batches(batch_size, None if max_units is None else max(1, max_units // self.units))
 
     def eval_size(self, max_units: int | None) -> int:
-        return min(max_units or len(self.val) * self.seq_len, len(self.val) * self.seq_len)
+        return min(max_units or len(self.val) * self.units, len(self.val) * self.units)
 
     def eval_metrics(self, loss: float) -> dict:
         return {}
