@@ -110,8 +110,10 @@ def test_path_errors(tmp_path):
         load_corpus(tmp_path / "nope.txt")
     with pytest.raises(ValueError, match="unknown corpus 'shakespeare'.*tinyshakespeare"):
         load_corpus("shakespeare")
-    with pytest.raises(ValueError, match="vocab='bpe'"):
-        load_corpus("tinyshakespeare", vocab="bpe")
+    with pytest.raises(ValueError, match="vocab='wordpiece'"):
+        load_corpus("tinyshakespeare", vocab="wordpiece")
+    with pytest.raises(ValueError, match="vocab='bpe:12': the BPE size"):
+        load_corpus("tinyshakespeare", vocab="bpe:12")
 
 
 def test_missing_named_corpus_names_searched_paths(tmp_path, monkeypatch):

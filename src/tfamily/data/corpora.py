@@ -16,6 +16,10 @@ per-process cache.
 | enwik8          | enwik8              | 90e6 / 5e6 / 5e6 bytes          | byte          |
 | text8           | text8               | 90e6 / 5e6 / 5e6 characters     | byte          |
 | any path        | a UTF-8 text file   | 90% / 5% / 5%                   | byte          |
+
+Any corpus also reads as byte-level BPE (``vocab='bpe:N'``, trained on its training split) or
+through a ``tokenizer.json`` vocabulary: ``subword.py``, which also gives each token the number
+of characters it stands for (``Corpus.chars``), so bits per character stay comparable.
 """
 from __future__ import annotations
 
@@ -31,6 +35,7 @@ from typing import NamedTuple
 import numpy as np
 import torch
 
+from . import subword
 from .download import ChecksumError, md5_file, verify_file
 from .download import download as download_dataset
 from .paths import DataNotFoundError, find_file
@@ -77,6 +82,7 @@ class Corpus:
     val: torch.Tensor
     test: torch.Tensor
     path: Path | None = None
+    counts: tuple | None = None  # subword vocabularies: characters per token, per split (train, val, test)
 
     def split(self, which: str) -> torch.Tensor:
         """The split called `which`: 'train', 'val' (or 'valid'), 'test'."""
@@ -84,6 +90,13 @@ class Corpus:
         if which not in table:
             raise ValueError(f"unknown split {which!r}; choose one of 'train', 'val', 'test'")
         return table[which]
+
+    def chars(self, which: str) -> torch.Tensor | None:
+        """Characters per token of split ``which`` (None: one per token, a byte or character vocabulary)."""
+        self.split(which)
+        if self.counts is None:
+            return None
+        return dict(zip(("train", "val", "test"), self.counts)).get("val" if which == "valid" else which)
 
     def __repr__(self) -> str:
         return (
@@ -125,14 +138,17 @@ def load_corpus(
     vocab = spec.vocab if vocab is None else vocab
     if isinstance(vocab, (ByteVocab, CharVocab, TokenizerVocab)):
         vocab_key = json.dumps(vocab.to_json())
-    elif vocab in ("byte", "char"):
+    elif vocab in ("byte", "char") or subword.bpe_size(vocab):
         vocab_key = vocab
     else:
-        raise ValueError(f"vocab={vocab!r} is not valid; use 'byte', 'char' or a ByteVocab/CharVocab/TokenizerVocab object")
+        raise ValueError(f"vocab={vocab!r} is not valid; use 'byte', 'char', 'bpe:N' or a "
+                         f"ByteVocab/CharVocab/TokenizerVocab object")
     st = path.stat()
     key = (name, str(path.resolve()), st.st_size, st.st_mtime_ns, vocab_key)
     if verify:
         _verify(name, path)
+    if key not in _CACHE and (isinstance(vocab, TokenizerVocab) or subword.bpe_size(vocab)):
+        _CACHE[key] = _read_subword(name, path, spec, vocab)
     if key not in _CACHE:
         data, vocab_obj = _read_tokens(path, spec.gzip, vocab)
         train, val, test = _split(data, spec.split, name, path)
@@ -198,6 +214,28 @@ def _read_tokens(path: Path, gz: bool, vocab) -> tuple[torch.Tensor, ByteVocab |
         ) from e
     vocab_obj = CharVocab.from_text(text) if vocab == "char" else vocab
     return torch.from_numpy(vocab_obj.encode_array(text)), vocab_obj
+
+
+def _read_subword(name: str, path: Path, spec: CorpusSpec, vocab) -> Corpus:
+    """The splits cut as the byte vocabulary cuts them, each tokenised on its own (subword.py)."""
+    raw = np.asarray(_read_bytes(path, spec.gzip))
+    if len(raw) == 0:
+        raise ValueError(f"corpus file {path} is empty; pass a UTF-8 text file with some text in it")
+    parts = _split(torch.from_numpy(raw), spec.split, name, path)
+    texts = subword.split_text(raw, [len(p) for p in parts[: 2 if parts[2] is parts[1] else 3]], path)
+    if not isinstance(vocab, TokenizerVocab):
+        vocab = subword.train_bpe(texts[0], subword.bpe_size(vocab))
+    encoded = [subword.encode(vocab, t) for t in texts]
+    ids = torch.from_numpy(np.concatenate([e[0] for e in encoded]))
+    chars = torch.from_numpy(np.concatenate([e[1] for e in encoded]))
+    bounds = np.cumsum([0] + [len(e[0]) for e in encoded])
+    cut = [slice(a, b) for a, b in zip(bounds, bounds[1:])]
+    if any(s.stop - s.start < 2 for s in cut):
+        raise ValueError(f"{path} is too small to split into tokens of {vocab!r}; use a longer text")
+    splits, counts = [ids[s] for s in cut], [chars[s] for s in cut]
+    if len(cut) == 2:  # test = val
+        splits, counts = splits + splits[1:], counts + counts[1:]
+    return Corpus(name, vocab, *splits, path, counts=tuple(counts))
 
 
 def _split(data: torch.Tensor, split: tuple, name: str, path: Path) -> tuple[torch.Tensor, ...]:

@@ -35,6 +35,10 @@ class TokenizerVocab:
             raise TypeError(f"TokenizerVocab.encode takes str, got {type(text).__name__}")
         return np.asarray(self._tok.encode(text, add_special_tokens=False).ids, dtype=np.int32)
 
+    def encode_full(self, text: str):
+        """The ``tokenizers.Encoding`` of ``text`` (ids and character offsets), no special tokens added."""
+        return self._tok.encode(text, add_special_tokens=False)
+
     def encode(self, text: str) -> torch.Tensor:
         return torch.from_numpy(self.encode_array(text)).long()
 

@@ -42,6 +42,7 @@ from .versions import FORMAT_VERSION, VersionError, upgrade
 
 FORMAT = 1
 META = "meta.json"
+TOKENIZER = "tokenizer.json"  # a subword vocabulary, also in meta.json
 _STEP_DIR = re.compile(r"^step-(\d{8,})$")
 
 
@@ -147,7 +148,10 @@ def write(root: Path, step: int, model: nn.Module | dict[str, Tensor], groups: d
     weights = model if isinstance(model, dict) else model_tensors(model)
     with interrupt.deferred():  # Ctrl-C waits for the write (a few seconds at most: interrupt.py)
         try:
-            return _write(root, step, weights, groups, meta, keep)
+            path = _write(root, step, weights, groups, meta, keep)
+            if (path / TOKENIZER).is_file():  # the run's, beside checkpoints/
+                shutil.copyfile(path / TOKENIZER, root.parent / TOKENIZER)
+            return path
         except (OSError, SafetensorError) as e:
             shutil.rmtree(root / f".tmp-step-{step:08d}-{os.getpid()}", ignore_errors=True)
             if _disk_full(e):
@@ -186,6 +190,9 @@ def _write(root: Path, step: int, weights: dict, groups: dict, meta: dict, keep:
     for name, tensors in groups.items():
         save_file({k: v.detach().cpu().contiguous() for k, v in tensors.items()}, str(tmp / f"{name}.safetensors"))
         files[f"{name}.safetensors"] = None
+    vocab = meta.get("vocab")
+    if isinstance(vocab, dict) and vocab.get("type") == "tokenizer":  # a copy of meta.json's, for transformers
+        (tmp / TOKENIZER).write_text(vocab["json"], encoding="utf-8")
     halt_point("checkpoint", step)
     for fname in files:
         _fsync_path(tmp / fname)

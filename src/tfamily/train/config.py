@@ -26,6 +26,7 @@ from typing import Any
 
 import yaml
 
+from ..data.subword import bpe_size
 from ..textload import check_depth, load_yaml
 
 SECTIONS = ("name", "member", "model", "data", "train", "size")
@@ -43,7 +44,7 @@ PACKAGE_CONFIGS = Path(__file__).resolve().parents[1] / "configs"
 class DataConfig:
     """Where batches come from: a text corpus (name or path) or a synthetic task."""
     corpus: str | None = "tinyshakespeare"
-    vocab: str | None = None          # 'byte' | 'char' | None = the corpus default
+    vocab: str | None = None          # 'byte' | 'char' | 'bpe:N' (data/subword.py) | None = the corpus default
     task: str | None = None           # a synthetic task (tfamily.data.TASKS) or reverse_dictionary; replaces corpus
     task_params: dict = field(default_factory=dict)
     seq_len: int = 256                # text only; a task fixes its own length
@@ -217,8 +218,9 @@ def validate(cfg: Config) -> None:
     if (d.corpus is None) == (d.task is None):
         raise ValueError(f"set exactly one of data.corpus (a corpus name or file) and data.task "
                          f"(a synthetic task); got corpus={d.corpus!r}, task={d.task!r}")
-    if d.vocab not in (None, "byte", "char"):
-        raise ValueError(f"data.vocab={d.vocab!r} is not valid; valid: byte, char, or null for the corpus default")
+    if d.vocab not in (None, "byte", "char") and not bpe_size(d.vocab):
+        raise ValueError(f"data.vocab={d.vocab!r} is not valid; valid: byte, char, bpe:N (a byte-level BPE of N "
+                         f"tokens trained on the training split), or null for the corpus default")
     if d.eval_split not in ("val", "test"):
         raise ValueError(f"data.eval_split={d.eval_split!r} is not valid; valid: val, test")
     if not isinstance(d.task_params, dict):

@@ -12,6 +12,7 @@ import math
 from collections.abc import Iterator
 
 from ...data import EvalBatches, RandomWindows, StreamBatches, load_corpus
+from ...data.subword import bits_per_char
 from ..config import DataConfig
 
 
@@ -30,6 +31,8 @@ class TextTask:
         self.carries_state = self.stream
         self.rank, self.world_size = rank, world_size
         self.eval_data = corpus.split(cfg.eval_split)
+        self.eval_chars = corpus.chars(cfg.eval_split)  # None: one character per token
+        self._scored = (1, 1)  # (tokens, characters) of the last evaluation's targets
         if len(self.eval_data) < cfg.seq_len + 1:  # found now, not after training
             raise ValueError(f"the {cfg.eval_split} split of {corpus.name} has {len(self.eval_data)} tokens, fewer "
                              f"than data.seq_len + 1 = {cfg.seq_len + 1} that one evaluation window needs; lower "
@@ -76,9 +79,23 @@ class TextTask:
         return n if max_units is None else min(n, max_units)
 
     def eval_metrics(self, loss: float) -> dict:
-        # Character and byte vocabularies: a token is a character or byte, so nats per token
-        # / ln 2 is bits per character, the unit enwik8 and text8 results are reported in.
-        return {"bpc": loss / math.log(2)}
+        # Total nats over the characters of the text scored. Character and byte vocabularies:
+        # a token is a character (a byte: enwik8's convention), so this is nats per token / ln 2;
+        # a subword token stands for several (data/subword.py).
+        tokens, chars = self._scored
+        return {"bpc": bits_per_char(loss * tokens, chars) if self.eval_chars is not None else loss / math.log(2)}
+
+    def _count_scored(self, n_windows: int, rows: int | None = None) -> None:
+        """(tokens, characters) of the targets the evaluation scores: windows 1..n*seq_len of the
+        split, or of each of ``rows`` streams; every rank's, so the ratio is the whole pass's."""
+        if self.eval_chars is None:
+            return
+        c, span = self.eval_chars, n_windows * self.seq_len
+        if rows is None:
+            self._scored = (span, int(c[1 : span + 1].sum()))
+        else:
+            length = len(c) // rows
+            self._scored = (rows * span, int(c[: rows * length].reshape(rows, length)[:, 1 : span + 1].sum()))
 
     def eval_batches(self, max_units: int | None, batch_size: int) -> Iterator[dict]:
         """Windows in order (ranks take every world_size-th batch), or contiguous streams
@@ -90,11 +107,13 @@ class TextTask:
             n = s.n_batches
             if max_units is not None:
                 n = min(n, max(1, max_units // (rows * self.world_size * self.seq_len)))
+            self._count_scored(n, rows * self.world_size)
             for t in range(n):
                 x, y = s.batch(t)
                 yield {"x": x, "y": y}
             return
         batches = EvalBatches(self.eval_data, self.seq_len, batch_size, max_tokens=max_units)
+        self._count_scored(batches.n_tokens // self.seq_len)
         for i, (x, y) in enumerate(batches):
             if i % self.world_size == self.rank:
                 yield {"x": x, "y": y}
