@@ -214,8 +214,8 @@ def export(model: nn.Module, fmt: str, out: str | Path, seq_len: int) -> dict:
 
 # -- the command ---------------------------------------------------------------------------------
 def add_parser(sub) -> None:
-    p = sub.add_parser("export", help="export a trained model as ONNX, TorchScript, a torch.export "
-                                      "program (pt2) or a Hugging Face checkpoint (hf), checked against the eager model")
+    p = sub.add_parser("export", help="export a trained model as ONNX, TorchScript, a torch.export program "
+                                      "(pt2) or a Hugging Face checkpoint (hf), checked against the eager model")
     p.add_argument("run", metavar="RUN", help="a run directory (or one checkpoint directory) of tfamily train")
     p.add_argument("--format", required=True, metavar="FORMAT", help=f"one of {', '.join(FORMATS)}, hf")
     p.add_argument("--out", required=True, metavar="PATH", help="the file to write (its directory must exist); "

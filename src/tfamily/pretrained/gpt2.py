@@ -54,7 +54,8 @@ def links(spec_: Spec) -> list[Link]:
                          ("attn.c_attn", "attn.proj.qkv_proj"), ("attn.c_proj", "attn.out_proj"),
                          ("mlp.c_fc", "ff.net.0"), ("mlp.c_proj", "ff.net.3")):
             conv1d = not hf.startswith("ln")  # Conv1D weights are (in, out)
-            out += [Link(f"{b}{ours}.weight", (f"{h}{hf}.weight",), conv1d), Link(f"{b}{ours}.bias", (f"{h}{hf}.bias",))]
+            out += [Link(f"{b}{ours}.weight", (f"{h}{hf}.weight",), conv1d),
+                    Link(f"{b}{ours}.bias", (f"{h}{hf}.bias",))]
     out += [Link("stack.final_norm.weight", ("ln_f.weight",)), Link("stack.final_norm.bias", ("ln_f.bias",))]
     return out + ([] if spec_.tie_embeddings else [Link("head.proj.weight", ("lm_head.weight",))])
 
