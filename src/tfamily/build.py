@@ -12,8 +12,8 @@ from collections.abc import Callable
 from torch import nn
 
 from . import checks  # noqa: F401  (registers the spec checks that need parts)
-from .models import (Classifier, ClassHead, DualEncoder, EncoderDecoder, LanguageModel, LastToken, MeanPool, MLMHead,
-                     PairHead)
+from .models import (Classifier, ClassHead, DualEncoder, EncoderDecoder, FirstToken, LanguageModel, LastToken,
+                     MeanPool, MLMHead, PairHead)
 from .models.rnn_decoders import BahdanauDecoder, LuongDecoder
 from .models.rnn_encdec import RNNEncoderDecoder
 from .nn.attention import Attention
@@ -211,13 +211,18 @@ def _language_model(spec: Spec) -> nn.Module:
 
 def _trunk(spec: Spec, objective_: nn.Module | None, head_of) -> Classifier:
     # The member's trunk, pooled by the rule of models/classifier.py: the last real token under a
-    # causal pattern, the mean over real tokens under one that sees ahead.
+    # causal pattern, the mean over real tokens under one that sees ahead; the objective's pool wins.
     embed = TokenEmbedding(spec.vocab_size, spec.d_model, scale=spec.scale_embeddings)
     init_scheme(spec).table(embed.weight)
     sees_ahead = not all(pattern(spec, i).causal for i in range(spec.depth.n_layers))
-    head = ClassHead(MeanPool() if sees_ahead else LastToken(), head_of(spec))
+    rule = "mean" if sees_ahead else "last"
+    pool = objective_.pool if isinstance(objective_, Classification) and objective_.pool else rule
+    head = ClassHead(POOLS[pool](), head_of(spec))
     return Classifier(embed, input_position(spec), stack(spec, spec.depth.n_layers), head, objective_,
                       spec.dropout_at("embed"), norm(spec) if spec.norm.embed else None, sees_ahead)
+
+
+POOLS = {"first": FirstToken, "last": LastToken, "mean": MeanPool}
 
 
 def _classifier(spec: Spec) -> nn.Module:

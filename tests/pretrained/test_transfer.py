@@ -7,6 +7,7 @@ import torch
 
 import tfamily
 from tfamily.build import build
+from tfamily.models import FirstToken
 from tfamily.pretrained.transfer import longformer_fill, transfer
 
 from .conftest import save_hf
@@ -80,7 +81,7 @@ def test_an_encoder_becomes_a_classifier_read_at_its_first_token(tmp_path):
     target = spec.override({"model": "classifier",
                             "objective": {"name": "classification", "params": {"n_classes": 3, "pool": "first"}}})
     model, report = _moved(source, target, keep_head=False)
-    assert sorted(report.new) == ["head.proj.bias", "head.proj.weight"]
+    assert sorted(report.new) == ["head.proj.bias", "head.proj.weight"] and isinstance(model.head.pool, FirstToken)
     assert "head.transform.0.weight" in report.dropped and "head.bias" in report.dropped
     assert _same(source, model, report.kept) and "embed_norm.weight" in report.kept
     x = torch.randint(5, 53, (2, 9))

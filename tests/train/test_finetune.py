@@ -75,6 +75,7 @@ def test_fine_tuning_on_a_csv_lowers_the_loss(tmp_path, hf, kind):
     try:
         assert tr.spec.model == "classifier" and tr.spec.objective.params["n_classes"] == 2
         assert tr.spec.objective.params.get("pool") == ("first" if kind == "bert" else None)
+        assert type(tr.model.head.pool).__name__ == ("FirstToken" if kind == "bert" else "LastToken")
         assert any("new: head.proj.weight, head.proj.bias" in n for n in tr.notes)
         before = tr.evaluate()["loss"]
         result = tr.fit()

@@ -1,7 +1,7 @@
-from .classifier import Classifier, ClassHead, LastToken, MeanPool
+from .classifier import Classifier, ClassHead, FirstToken, LastToken, MeanPool
 from .dual_encoder import DualEncoder, PairHead
 from .encdec import EncoderDecoder
 from .lm import LanguageModel, MLMHead
 
-__all__ = ["Classifier", "ClassHead", "DualEncoder", "EncoderDecoder", "LastToken", "LanguageModel", "MLMHead",
-           "MeanPool", "PairHead"]
+__all__ = ["Classifier", "ClassHead", "DualEncoder", "EncoderDecoder", "FirstToken", "LastToken", "LanguageModel",
+           "MLMHead", "MeanPool", "PairHead"]

@@ -19,6 +19,11 @@ variants of the sparse members in ``variants.py``) gets ``key_padding``, so its 
 attend to padding, and is pooled by the mean over real tokens, Long Range Arena's pooling for its
 bidirectional encoders (Tay et al. 2021): under a sparse two-sided pattern no single position need
 see the whole input.
+
+The objective's ``pool`` overrides the rule: ``first`` reads BERT's [CLS] (``FirstToken``; Devlin et
+al. 2019, section 3: "the final hidden state corresponding to this token is used as the aggregate
+sequence representation for classification tasks"), which a fine-tuned BERT or RoBERTa was
+pre-trained to fill; the trainer picks it for an imported encoder.
 """
 from __future__ import annotations
 
@@ -40,6 +45,13 @@ class LastToken(nn.Module):
             return x[:, -1]
         last = key_padding.sum(-1).clamp_min(1) - 1
         return x[torch.arange(x.shape[0], device=x.device), last]
+
+
+class FirstToken(nn.Module):
+    """The stream at each row's first token, BERT's [CLS]: (b, n, d) -> (b, d)."""
+
+    def forward(self, x: Tensor, key_padding: Tensor | None = None) -> Tensor:
+        return x[:, 0]
 
 
 class MeanPool(nn.Module):
