@@ -16,7 +16,8 @@ def test_spec_accepts_exactly_the_registered_names():
         assert len(reg) > 0
         with pytest.raises(ValueError, match=f"unknown {axis} 'nope'; valid choices: " + ", ".join(reg.names())):
             members.gpt(**{field_: {"name": "nope"}})
-    with pytest.raises(ValueError, match="unknown model 'nope'; valid choices: classifier, decoder, encoder, encoder_decoder"):
+    with pytest.raises(ValueError, match="unknown model 'nope'; valid choices: classifier, decoder, dual_encoder, encoder, "
+                                         "encoder_decoder"):
         members.gpt(model="nope")
 
 
