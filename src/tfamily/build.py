@@ -49,7 +49,17 @@ def init_scheme(spec: Spec) -> InitScheme:
     return INITS.make(spec.init.name, spec.init.params, n_layers=spec.depth.n_layers)
 
 
-def attention(spec: Spec, layer: int, *, pattern_: Pattern | None = None, cross: bool = False) -> Attention:
+def position(spec: Spec, causal: bool) -> nn.Module | None:
+    """The in-attention position part (relative, rotary, T5's buckets), or None for an input-stage one."""
+    pos = spec.position
+    if POSITIONS.entry(pos.name).info["stage"] != "attention":
+        return None
+    return POSITIONS.make(pos.name, pos.params, d_model=spec.d_model, n_heads=spec.heads.n_heads,
+                          d_head=spec.d_head, causal=causal)
+
+
+def attention(spec: Spec, layer: int, *, pattern_: Pattern | None = None, cross: bool = False,
+              position_: nn.Module | None = None) -> Attention:
     proj = HEADS.make("shared_qk" if spec.heads.shared_qk else "qkv", d_model=spec.d_model,
                       n_heads=spec.heads.n_heads, n_kv_heads=spec.heads.kv_heads, d_head=spec.d_head,
                       bias=spec.bias)
@@ -57,14 +67,11 @@ def attention(spec: Spec, layer: int, *, pattern_: Pattern | None = None, cross:
     pattern_ = pattern_ if pattern_ is not None else pattern(spec, layer)
     if isinstance(pattern_, SoftPattern):
         kernel = SoftPatternKernel(kernel)  # the soft pattern trims keys and adds its score bias first
-    pos = spec.position
     # Cross-attention queries and keys live in different sequences: no relative positions.
-    position = None
-    if POSITIONS.entry(pos.name).info["stage"] == "attention" and not cross:
-        position = POSITIONS.make(pos.name, pos.params, d_model=spec.d_model, n_heads=spec.heads.n_heads,
-                                  d_head=spec.d_head)
-    attn = Attention(proj, kernel, pattern_, spec.d_model, position=position, dropout=spec.dropout_at("attn"),
-                     bias=spec.bias)
+    # ``position_``: one part shared by every layer of a stack (T5's bucket table).
+    pos = None if cross else position_ if position_ is not None else position(spec, pattern_.causal)
+    attn = Attention(proj, kernel, pattern_, spec.d_model, position=pos, dropout=spec.dropout_at("attn"),
+                     bias=spec.bias, scale=spec.heads.scale)
     scheme = init_scheme(spec)
     init_linears(scheme, proj, None)
     scheme.linear(attn.out_proj, writes_residual=True)
@@ -90,8 +97,9 @@ def residual(spec: Spec) -> nn.Module:
                           bias=spec.bias, norm=norm(spec))
 
 
-def block(spec: Spec, layer: int, *, pattern_: Pattern | None = None, cross: bool = False) -> Block:
-    attn = attention(spec, layer, pattern_=pattern_)
+def block(spec: Spec, layer: int, *, pattern_: Pattern | None = None, cross: bool = False,
+          position_: nn.Module | None = None) -> Block:
+    attn = attention(spec, layer, pattern_=pattern_, position_=position_)
     return Block(attn, feedforward(spec, attn.pattern.causal), residual(spec), residual(spec),
                  cross=attention(spec, layer, pattern_=Full(), cross=True) if cross else None,
                  cross_residual=residual(spec) if cross else None)
@@ -129,8 +137,14 @@ DEPTHS.register("universal_act", _universal_act, needs=_DEPTH_NEEDS, shared=True
 
 def stack(spec: Spec, n_layers: int, *, pattern_: Pattern | None = None, cross: bool = False) -> nn.Module:
     final = RESIDUALS.entry(spec.residual.name).info["final_norm"]
+    # A position part marked shared is built once per stack (T5: layer 0's bias serves every layer),
+    # causal when the stack's first layer is.
+    shared = None
+    if POSITIONS.entry(spec.position.name).info.get("shared"):
+        shared = position(spec, (pattern_ if pattern_ is not None else pattern(spec, 0)).causal)
     return DEPTHS.make(spec.depth.name, spec.depth.params,
-                       blocks=lambda i: block(spec, i, pattern_=pattern_, cross=cross), n_layers=n_layers,
+                       blocks=lambda i: block(spec, i, pattern_=pattern_, cross=cross, position_=shared),
+                       n_layers=n_layers,
                        final_norm=norm(spec) if final else None, spec=spec)
 
 

@@ -14,7 +14,7 @@ import json
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from . import registry
+from . import numbers, registry
 
 
 def check_choice(axis: str, value: str) -> None:
@@ -37,11 +37,6 @@ def check_prob(name: str, value: Any, allow_none: bool = False) -> None:
     if not isinstance(value, (int, float)) or isinstance(value, bool) or not 0.0 <= value < 1.0:
         raise ValueError(f"{name} must be a float in [0, 1){' or null (= dropout)' if allow_none else ''}, "
                          f"got {value!r}")
-
-
-def check_bool(name: str, value: Any) -> None:
-    if not isinstance(value, bool):
-        raise TypeError(f"{name} must be true or false, got {value!r}")
 
 
 @dataclass(frozen=True)
@@ -93,8 +88,10 @@ class HeadsSpec:
     n_kv_heads: int | None = None  # None = n_heads (multi-head); 1 = multi-query
     d_head: int | None = None      # None = d_model // n_heads
     shared_qk: bool = False
+    scale: float | None = None     # the q.k factor; None = 1/sqrt(d_head); T5's is 1.0 (nn/attention.py)
 
     def __post_init__(self):
+        numbers.check_number("heads.scale", self.scale, 0, lo_open=True, none=True, hint="T5 uses 1.0")
         check_int("heads.n_heads", self.n_heads)
         check_int("heads.n_kv_heads", self.n_kv_heads, allow_none=True)
         check_int("heads.d_head", self.d_head, allow_none=True)
@@ -190,14 +187,13 @@ class NormSpec:
 
     def __post_init__(self):
         check_choice("norm", self.name)
-        check_bool("norm.embed", self.embed)
+        numbers.check_flag("norm.embed", self.embed)
         registry.NORMS.check_params(self.name, self.params, "norm.params")
 
 
 AXES = {"pattern": PatternSpec, "kernel": KernelSpec, "position": PositionSpec, "heads": HeadsSpec,
         "residual": ResidualSpec, "depth": DepthSpec, "state": StateSpec, "ff": FeedForwardSpec,
         "objective": ObjectiveSpec, "init": InitSpec, "norm": NormSpec}
-
 
 
 def model_objectives(model: str) -> list[str]:
@@ -244,7 +240,7 @@ class Spec:
         for site in ("embed_dropout", "attn_dropout", "ff_dropout"):
             check_prob(site, getattr(self, site), allow_none=True)
         for flag in ("tie_embeddings", "scale_embeddings", "logit_scale", "bias"):
-            check_bool(flag, getattr(self, flag))
+            numbers.check_flag(flag, getattr(self, flag))
         for axis, cls in AXES.items():
             value = getattr(self, axis)
             if isinstance(value, dict):

@@ -34,9 +34,13 @@ class AttentionPosition(Protocol):
 
 class Attention(nn.Module):
     def __init__(self, proj: Heads, kernel: Kernel, pattern: Pattern, d_model: int, *,
-                 position: AttentionPosition | None = None, dropout: float = 0.0, bias: bool = True):
+                 position: AttentionPosition | None = None, dropout: float = 0.0, bias: bool = True,
+                 scale: float | None = None):
+        """``scale`` multiplies q.k: None is Vaswani et al.'s 1/sqrt(d_head); T5 uses 1.0 (its
+        initialisation folds the factor into W^Q, Raffel et al. 2020 / Mesh TensorFlow)."""
         super().__init__()
         self.proj, self.kernel, self.pattern, self.position = proj, kernel, pattern, position
+        self.scale = scale
         self.out_proj = nn.Linear(proj.n_heads * proj.d_head, d_model, bias=bias)
         self.dropout = dropout
         self.record_weights = False  # set True (reference kernel) to keep the last weights
@@ -66,7 +70,7 @@ class Attention(nn.Module):
             _check_padding(key_padding, q.shape[0], x.shape[1], m, self.kernel)
         out, weights = self.kernel(
             q, k, v, pattern=self.pattern, q_offset=q_offset, key_padding=key_padding, bias=bias,
-            dropout_p=self.dropout if self.training else 0.0, need_weights=self.record_weights)
+            dropout_p=self.dropout if self.training else 0.0, scale=self.scale, need_weights=self.record_weights)
         self.last_weights = weights
         return self.out_proj(rearrange(out, "b h n e -> b n (h e)"))
 

@@ -7,6 +7,7 @@ sizes the builder supplies; any other constructor keyword is a ``position.params
 """
 from ...registry import POSITIONS
 from .absolute import InputPosition, Learned, NoPosition, Sinusoidal, sinusoid_table
+from .buckets import BucketedRelative
 from .relative import RelativePosition
 from .rotary import Rotary
 
@@ -17,6 +18,8 @@ POSITIONS.register("none", NoPosition, stage="input")
 POSITIONS.register("relative", RelativePosition, needs=("d_model", "n_heads", "d_head"), stage="attention")
 # Su et al. 2021 (RoFormer); param base
 POSITIONS.register("rotary", Rotary, needs=("d_head",), stage="attention")
+# Raffel et al. 2020 (T5); params num_buckets, max_distance. shared: one table per stack, every layer reads it.
+POSITIONS.register("t5_relative", BucketedRelative, needs=("n_heads", "causal"), stage="attention", shared=True)
 
 __all__ = ["InputPosition", "Learned", "NoPosition", "Sinusoidal", "sinusoid_table",
-           "RelativePosition", "Rotary", "POSITIONS"]
+           "RelativePosition", "Rotary", "BucketedRelative", "POSITIONS"]
