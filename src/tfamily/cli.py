@@ -23,8 +23,8 @@ COMMANDS = {
     "generate": ("tfamily.train.cli", "sample text from a checkpoint"),
     "demo": ("tfamily.train.cli", "train a small character GPT on Tiny Shakespeare (~5 min on 2 cores), "
                                   "print validation bpc and a sample"),
-    "export": ("tfamily.export", "export a trained model as ONNX, TorchScript or a torch.export program (pt2), "
-                                 "checked against the eager model"),
+    "export": ("tfamily.export", "export a trained model as ONNX, TorchScript, a torch.export program "
+                                 "(pt2) or a Hugging Face checkpoint (hf), checked against the eager model"),
     "compare": ("tfamily.compare", "final metrics of runs in one table and their curves in one figure"),
     "download": ("tfamily.data.cli", "download and verify a dataset (tinyshakespeare, enwik8, text8)"),
     "bench": ("tfamily.bench.cli", "benchmarks (speed and memory), printed and saved as JSON/CSV"),
