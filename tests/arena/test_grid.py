@@ -118,7 +118,7 @@ def test_bad_arguments_are_refused_in_one_line(argv, message, tmp_path, capsys):
 
 
 def test_a_cell_planned_otherwise_is_refused(baseline):
-    with pytest.raises(ValueError, match=r"was run with other settings \(steps: 4 -> 6\)"):
+    with pytest.raises(ValueError, match=r"was planned with other settings \(steps: saved 4, asked 6\)"):
         grid.run_cell(grid.Cell("listops", "gpt", 0), grid.Settings(steps=6, lengths={"listops": 24}, d_model=16,
                       n_layers=1, n_heads=2, batch_size=4, eval_examples=16), baseline, d_ff=64)
 

@@ -1,4 +1,5 @@
-"""The arena's grid: members x tasks x seeds, one run directory per cell, resumable and shardable.
+"""The arena's grid: members x tasks x seeds, one run directory per cell, resumable and shardable
+by the one grid runner (``train/grid.py``).
 
 Cell (task, member, seed) lives in ``OUT/<task>/<member>-s<seed>``: a normal run directory of the
 shared loop (``config.yaml``, ``train.csv``, ``checkpoints/``, ``result.json``) plus ``plan.json``
@@ -15,14 +16,14 @@ from __future__ import annotations
 import contextlib
 import difflib
 import json
-import os
-import shutil
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import torch
 
 from ..numbers import check_int
+from ..train import grid as runner
+from ..train.grid import parse_shard  # noqa: F401  (the arena's --shard, as every grid reads it)
 from . import tasks
 
 ARENA_MEMBERS = ("gpt", "sparse_transformer_strided", "longformer", "bigbird", "reformer")
@@ -69,16 +70,6 @@ class Settings:
 
     def lr_of(self, cell: Cell) -> float:
         return self.lr if cell.lr is None else cell.lr
-
-
-def parse_shard(text: str | None) -> tuple[int, int]:
-    """``'i/n'`` -> (i, n) with 0 <= i < n; None -> (0, 1)."""
-    if text is None:
-        return 0, 1
-    i, sep, n = str(text).partition("/")
-    if not sep or not i.strip().isdigit() or not n.strip().isdigit() or not 0 <= int(i) < int(n):
-        raise ValueError(f"--shard {text}: give i/n with 0 <= i < n, e.g. --shard 0/2 and --shard 1/2")
-    return int(i), int(n)
 
 
 def split_member(label: str) -> tuple[str, bool]:
@@ -192,19 +183,6 @@ def check_cells(cells: list[Cell], s: Settings) -> None:
             raise ValueError(f"member {cell.member} cannot be an arena classifier ({how}): {e}") from None
 
 
-def _write(path: Path, data: dict) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(data, indent=1))
-    os.replace(tmp, path)
-
-
-def _check_plan(d: Path, plan: dict) -> None:
-    old = json.loads((d / "plan.json").read_text()) if (d / "plan.json").exists() else None
-    if old is not None and old != plan:
-        diffs = "; ".join(f"{k}: {old.get(k)!r} -> {v!r}" for k, v in plan.items() if old.get(k) != v)
-        raise ValueError(f"{d} was run with other settings ({diffs}); rerun with its settings or pick another --out")
-
-
 @contextlib.contextmanager
 def peak_memory(device: torch.device):
     """The peak memory of the block, in MiB, in ``box[0]`` on exit: on CUDA the most allocated; on a
@@ -226,18 +204,14 @@ def peak_memory(device: torch.device):
 def run_cell(cell: Cell, s: Settings, out: str | Path, data_dir=None, d_ff: int | None = None) -> tuple[dict, str]:
     """Train one cell (or skip or resume it) with ``d_ff`` (``match_d_ff``; None: the member's own);
     its row and what happened: skipped, ran, resumed."""
-    from ..train import checkpoint
     from ..train.evaluate import evaluate
     from ..train.loop import Trainer
     d, plan = cell.dir(out), s.plan(cell, d_ff)
-    _check_plan(d, plan)
-    if (d / "cell.json").exists():
+    kind, _ = runner.status(d, plan, lambda d: (d / "cell.json").exists())
+    if kind == "done":
         return json.loads((d / "cell.json").read_text()), "skipped"
-    resume = d if checkpoint.step_dirs(d / "checkpoints") else None
-    if resume is None and d.exists():
-        shutil.rmtree(d)  # killed before its first checkpoint: nothing to continue
-    d.mkdir(parents=True, exist_ok=True)
-    _write(d / "plan.json", plan)
+    runner.start(d, plan, kind)
+    resume = d if kind == "resume" else None
     task = tasks.make(cell.task, s.length(cell.task), batch_size=s.batch_size, seed=cell.seed,
                       eval_examples=s.eval_examples, data_dir=data_dir)
     trainer = Trainer(config(cell, s, d, task.n_classes, d_ff), task=task, resume=resume, data_dir=data_dir)
@@ -255,5 +229,5 @@ def run_cell(cell: Cell, s: Settings, out: str | Path, data_dir=None, d_ff: int 
            "tokens_per_s": result["tokens_per_s"], "peak_mb": peak[0], "stopped": result["stopped"],
            "resumed": resume is not None, "precision": result["precision"], "threads": result["threads"],
            "device": result["device"]}
-    _write(d / "cell.json", row)
+    runner.write_json(d / "cell.json", row)
     return row, "resumed" if resume is not None else "ran"

@@ -5,12 +5,14 @@ steps, plus the paper's b_g ablation (Parisotto et al. 2019, section 3.2: GRU ga
 b_g = 0 against the default 2). A torso is named by a *label*: a member (``gtrxl``,
 ``lstm``, ...) or a member with its gate bias, ``gtrxl:gate_bias=0`` (label ``gtrxl_bg0``).
 Run (env, label, seed) lives in ``OUT/<env>/<label>-s<seed>`` with a ``plan.json`` that
-records what the sweep asked of it; a later sweep over the same directory skips a finished
+records what the sweep asked of it. The runs are cells of the one grid runner
+(``train/grid.py``, as the arena's): a later sweep over the same directory skips a finished
 run (its ``result.json`` reached the planned update count), resumes a killed one from its
 newest checkpoint (the loop's bitwise resume) and refuses a run planned with other
-settings. A larger ``--steps`` continues finished runs to the new total. ``--jobs`` runs
-several in parallel processes, ``--shard i/n`` takes every n-th run (several machines
-sharing ``OUT``). ``table.py`` turns ``OUT`` into the MMER table and the curves.
+settings; ``--shard i/n`` takes every n-th run (several machines sharing ``OUT``). A larger
+``--steps`` continues finished runs to the new total (``steps`` may change between sweeps).
+``--jobs`` runs several in parallel processes. ``table.py`` turns ``OUT`` into the MMER table
+and the curves.
 """
 from __future__ import annotations
 
@@ -24,6 +26,7 @@ from multiprocessing import get_context
 from pathlib import Path
 
 from ..textload import load_json
+from ..train import grid as runner
 
 # Morad et al. 2023's memory tasks at the Easy level (PAPERS.md: the stateless CartPole is
 # registered as PositionOnlyCartPole).
@@ -111,36 +114,20 @@ def plan(envs, members, seeds: int, steps: int, out: str | Path, *, settings: di
 
 
 def _shard(runs: list[RunPlan], shard: str | None) -> list[RunPlan]:
-    if shard is None:
-        return runs
-    i, sep, n = shard.partition("/")
-    if not (sep and i.isdigit() and n.isdigit() and 0 <= int(i) < int(n)):
-        raise ValueError(f"--shard {shard!r} must be I/N with 0 <= I < N, e.g. 0/4")
-    return runs[int(i)::int(n)]
+    return runner.shard(runs, shard)
 
 
 def status(run: RunPlan) -> tuple[str, int | None]:
     """``("done", step)``, ``("resume", step)`` (newest complete checkpoint) or ``("new", None)``;
-    refuses a run directory planned with other settings."""
-    from ..train import checkpoint
-    path = run.dir / "plan.json"
-    if path.is_file():
-        saved = load_json(path.read_text(encoding="utf-8"), str(path))
-        diffs = [f"{k}: saved {saved.get(k)!r}, asked {v!r}" for k, v in run.record().items() if saved.get(k) != v]
-        if diffs:
-            raise ValueError(f"{run.dir} was planned with other settings ({'; '.join(diffs)}); "
-                             f"sweep into another --out or repeat the original settings")
+    refuses a run directory planned with other settings (``train/grid.py``)."""
     target = run.config(progress=False).train.max_steps
     result = run.dir / "result.json"
-    done = load_json(result.read_text(encoding="utf-8"), str(result))["steps"] if result.is_file() else -1
-    if done >= target:
-        return "done", done
-    if checkpoint.step_dirs(run.dir / "checkpoints"):
-        try:
-            return "resume", checkpoint.load(run.dir).meta["step"]
-        except FileNotFoundError:  # only half-written checkpoints: nothing to continue from
-            pass
-    return "new", None
+
+    def steps_done(d: Path) -> int:
+        return load_json(result.read_text(encoding="utf-8"), str(result))["steps"] if result.is_file() else -1
+    kind, step = runner.status(run.dir, {**run.record(), "steps": run.steps}, lambda d: steps_done(d) >= target,
+                               may_change=("steps",))
+    return (kind, steps_done(run.dir)) if kind == "done" else (kind, step)
 
 
 def execute(run: RunPlan, *, progress: bool = True, time_budget=None, threads: int | None = None) -> dict:
@@ -164,8 +151,7 @@ def execute(run: RunPlan, *, progress: bool = True, time_budget=None, threads: i
 def _write_plan(run: RunPlan) -> None:
     """plan.json: the settings and the steps the latest sweep asked of this run (``table.py``
     counts a run finished once its result reaches them)."""
-    run.dir.mkdir(parents=True, exist_ok=True)
-    (run.dir / "plan.json").write_text(json.dumps({**run.record(), "steps": run.steps}, indent=1), encoding="utf-8")
+    runner.write_plan(run.dir, {**run.record(), "steps": run.steps})
 
 
 def _line(i: int, n: int, run: RunPlan, what: str) -> str:

@@ -1,0 +1,97 @@
+"""One grid runner for comparisons: every cell of a grid (the arena's tasks x members x seeds, the
+RL sweep's environments x torsos x seeds) is a run directory of the shared loop, resumable and
+shardable the same way.
+
+A cell is a directory and its *plan*, the dict of settings that must match for the directory to
+be continued. ``status(dir, plan, finished)`` decides what a later run of the grid does with it:
+
+* a directory whose ``plan.json`` differs from the plan (on a key not in ``may_change``) is
+  refused, one line naming each key as ``saved -> asked``;
+* ``done``: ``finished(dir)`` says the cell reached its end (its result, its leaderboard row);
+* ``resume``: it was killed after a complete checkpoint, and continues from the newest (the
+  loop's exact resume);
+* ``new``: nothing to continue from (``start`` empties a directory killed before its first
+  checkpoint).
+
+``shard(cells, "i/n")`` keeps cells i, i + n, i + 2n, ... of the grid's fixed order, so n machines
+sharing or merging one output directory cover the grid exactly once. Imports nothing heavy at
+module level (``tfamily rl sweep --help`` stays fast).
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+
+PLAN = "plan.json"
+
+
+def parse_shard(text: str | None) -> tuple[int, int]:
+    """``'i/n'`` -> (i, n) with 0 <= i < n; None -> (0, 1)."""
+    if text is None:
+        return 0, 1
+    i, sep, n = str(text).partition("/")
+    if not sep or not i.strip().isdigit() or not n.strip().isdigit() or not 0 <= int(i) < int(n):
+        raise ValueError(f"--shard {text}: give i/n with 0 <= i < n, e.g. --shard 0/2 and --shard 1/2")
+    return int(i), int(n)
+
+
+def shard(cells: list, text: str | None) -> list:
+    """The cells of shard ``text`` (``'i/n'``; None: all of them)."""
+    i, n = parse_shard(text)
+    return cells[i::n]
+
+
+def write_json(path: Path, data: dict) -> None:
+    """``data`` as JSON at ``path``, atomically (a kill leaves the old file or the new one)."""
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(data, indent=1), encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def check_plan(d: Path, plan: dict, may_change: tuple[str, ...] = ()) -> None:
+    """Refuse ``d`` when its saved plan differs from ``plan`` on a key not in ``may_change``."""
+    path = Path(d) / PLAN
+    if not path.is_file():
+        return
+    try:
+        saved = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as e:
+        raise ValueError(f"{path} is not valid JSON ({e.msg}, line {e.lineno}); delete the cell's directory to "
+                         f"rerun it") from None
+    diffs = [f"{k}: saved {saved.get(k)!r}, asked {v!r}" for k, v in plan.items()
+             if k not in may_change and saved.get(k) != v]
+    if diffs:
+        raise ValueError(f"{d} was planned with other settings ({'; '.join(diffs)}); repeat its settings or pick "
+                         f"another --out")
+
+
+def write_plan(d: Path, plan: dict) -> None:
+    Path(d).mkdir(parents=True, exist_ok=True)
+    write_json(Path(d) / PLAN, plan)
+
+
+def status(d: Path, plan: dict, finished: Callable[[Path], bool], *,
+           may_change: tuple[str, ...] = ()) -> tuple[str, int | None]:
+    """``("done", None)``, ``("resume", step)`` (the newest complete checkpoint) or ``("new", None)``
+    for cell directory ``d`` planned as ``plan`` (the module docstring)."""
+    from . import checkpoint
+    d = Path(d)
+    check_plan(d, plan, may_change)
+    if finished(d):
+        return "done", None
+    if checkpoint.step_dirs(d / "checkpoints"):
+        try:
+            return "resume", checkpoint.load(d).meta["step"]
+        except FileNotFoundError:  # only half-written checkpoints: nothing to continue from
+            pass
+    return "new", None
+
+
+def start(d: Path, plan: dict, kind: str) -> None:
+    """Prepare ``d`` to train: empty it when there is nothing to resume, then write its plan."""
+    if kind == "new" and Path(d).exists():
+        shutil.rmtree(d)
+    write_plan(d, plan)
