@@ -22,6 +22,8 @@ from .nn.depth import (CELLS, HaltingUnit, RecurrentStack, ReversibleStack, Stac
                        make_rnn)
 from .nn.embedding import LMHead, TokenEmbedding
 from .nn.feedforward import Chunked
+from .nn.heads import QKVProjection
+from .nn.heads.global_qkv import GlobalTokenAttention
 from .nn.init import InitScheme, init_linears
 from .nn.patterns import Full, Pattern, SoftPattern, SoftPatternKernel
 from .nn.patterns import resolve as resolve_pattern
@@ -75,6 +77,10 @@ def attention(spec: Spec, layer: int, *, pattern_: Pattern | None = None, cross:
     scheme = init_scheme(spec)
     init_linears(scheme, proj, None)
     scheme.linear(attn.out_proj, writes_residual=True)
+    if spec.heads.global_qkv and not cross:  # Beltagy et al. 2020, section 3.1: Q_g, K_g, V_g
+        global_proj = QKVProjection(spec.d_model, spec.heads.n_heads, spec.heads.kv_heads, spec.d_head, spec.bias)
+        init_linears(scheme, global_proj, None)
+        return GlobalTokenAttention(attn, global_proj)
     return attn
 
 

@@ -89,9 +89,11 @@ class HeadsSpec:
     d_head: int | None = None      # None = d_model // n_heads
     shared_qk: bool = False
     scale: float | None = None     # the q.k factor; None = 1/sqrt(d_head); T5's is 1.0 (nn/attention.py)
+    global_qkv: bool = False       # Longformer's own projections for global tokens (nn/heads/global_qkv.py)
 
     def __post_init__(self):
         numbers.check_number("heads.scale", self.scale, 0, lo_open=True, none=True, hint="T5 uses 1.0")
+        numbers.check_flag("heads.global_qkv", self.global_qkv)
         check_int("heads.n_heads", self.n_heads)
         check_int("heads.n_kv_heads", self.n_kv_heads, allow_none=True)
         check_int("heads.d_head", self.d_head, allow_none=True)

@@ -65,8 +65,8 @@ def test_not_a_checkpoint_and_missing_weights(tmp_path, capsys):
 
 
 def test_unsupported_architecture_is_named_with_the_supported(tmp_path):
-    (tmp_path / "config.json").write_text(json.dumps({"model_type": "t5"}))
-    with pytest.raises(PretrainedError, match=r"model_type 't5'.*supported: gpt2, llama"):
+    (tmp_path / "config.json").write_text(json.dumps({"model_type": "xlnet"}))
+    with pytest.raises(PretrainedError, match=r"model_type 'xlnet'.*supported: gpt2, llama"):
         from_pretrained(tmp_path)
 
 

@@ -30,14 +30,16 @@ class LanguageModel(nn.Module):
         self.make_state = make_state  # the state axis (build.STATES); None = a KV cache per layer
 
     def forward(self, tokens: Tensor, *, key_padding: Tensor | None = None,
-                state: State | None = None, offset: int | None = None) -> Tensor:
+                state: State | None = None, offset: int | None = None, global_tokens: Tensor | None = None) -> Tensor:
         """``tokens``: (b, n) ids -> logits (b, n, vocab). With ``state`` (``new_state()``:
         a KV cache or XL memory), positions continue from ``state.offset`` unless
-        ``offset`` is given."""
+        ``offset`` is given. ``global_tokens``: (b, n) bool, the tokens a Longformer's
+        global projections serve (``heads.global_qkv``)."""
         if offset is None:
             offset = 0 if state is None else state.offset
         x = self.drop(self.embed_norm(self.position(self.embed(tokens), offset)))
-        logits = self.head(self.stack(x, state=state, key_padding=key_padding))
+        extra = {} if global_tokens is None else {"global_tokens": global_tokens}
+        logits = self.head(self.stack(x, state=state, key_padding=key_padding, **extra))
         if state is not None:
             state.advance(tokens.shape[1])  # e.g. XL: this segment's inputs become the next memory
         return logits
