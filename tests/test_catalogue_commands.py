@@ -182,7 +182,7 @@ ROWS = [
         ["model.pattern 'sliding_window'", "would do nothing", "'lstm'", "drop"]),
     Row("lstm_lm with kernel lsh", ["train", "member=lstm_lm", "model.kernel.name=lsh"],
         ["model.kernel 'lsh'", "would do nothing"]),
-    Row("gru_lm with heads", ["train", "member=gru_lm", "model.heads.n_heads=4"], ["model.heads", "'gru'"]),
+    Row("gru_lm with a feed-forward", ["train", "member=gru_lm", "model.ff.d_ff=64"], ["model.ff", "'gru'"]),
     Row("lstm_lm with post_norm", ["train", "member=lstm_lm", "model.residual.name=post_norm"],
         ["model.residual 'post_norm'"]),
     # -- attention masks that cannot fit ---------------------------------------------------

@@ -131,19 +131,19 @@ def check_recurrent(spec: Spec) -> None:
 
 
 def check_unused_by_recurrent(spec: Spec) -> None:
-    """A recurrent stack has no attention pattern, kernel, heads, residual or feed-forward, so a
-    setting of any of them would be silently ignored: refuse it by name."""
+    """A recurrent stack has no attention pattern, kernel, residual or feed-forward, so a setting of
+    any of them would be silently ignored: refuse it by name. The head count is a size, like
+    d_model, that shared configs (``-c tiny``) set for every member; it is left out."""
     if not DEPTHS.entry(spec.depth.name).info.get("recurrent", False):
         return
-    from .spec import FeedForwardSpec, HeadsSpec, KernelSpec, PatternSpec, ResidualSpec
+    from .spec import FeedForwardSpec, KernelSpec, PatternSpec, ResidualSpec
     for key, part, default in (("pattern", spec.pattern, PatternSpec()), ("kernel", spec.kernel, KernelSpec()),
-                               ("heads", spec.heads, HeadsSpec(n_heads=1)), ("residual", spec.residual, ResidualSpec()),
-                               ("ff", spec.ff, FeedForwardSpec())):
+                               ("residual", spec.residual, ResidualSpec()), ("ff", spec.ff, FeedForwardSpec())):
         if part != default:
             name = getattr(part, "name", None)
             shown = f" {name!r}" if name != getattr(default, "name", None) else ""
             raise ValueError(f"model.{key}{shown} would do nothing with depth {spec.depth.name!r}: a recurrent stack has "
-                             f"no attention pattern, kernel, heads, residual or feed-forward; drop the model.{key} "
+                             f"no attention pattern, kernel, residual or feed-forward; drop the model.{key} "
                              f"override (or pick a Transformer member, e.g. gpt)")
 
 
