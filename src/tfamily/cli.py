@@ -32,7 +32,7 @@ COMMANDS = {
     "repro": ("tfamily.repro.cli", "reproduce a paper's experiment"),
     "patterns": ("tfamily.bench.cli", "draw every attention pattern as a PNG"),
     "arena": ("tfamily.arena.cli", "members side by side on long-range classification tasks (ListOps, MNIST "
-                                   "pixels, text): one leaderboard"),
+                                   "pixels, Pathfinder, text, document matching): one leaderboard"),
     "rl": ("tfamily.rl.cli", "reinforcement learning: PPO with memory torsos on gymnasium/POPGym"),
     "convert": ("tfamily.pretrained.cli", "import a local Hugging Face checkpoint (config.json + "
                                           "model.safetensors) as a tfamily run directory"),
