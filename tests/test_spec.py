@@ -91,13 +91,13 @@ def test_objective_not_fitting_model():
 
 
 @pytest.mark.parametrize("override, error, match", [
-    (dict(heads__n_heads=0), ValueError, "heads.n_heads must be >= 1, got 0"),
-    (dict(heads__n_heads="8"), TypeError, "heads.n_heads must be an integer, got '8'"),
-    (dict(depth__n_layers=True), TypeError, "depth.n_layers must be an integer, got True"),
-    (dict(vocab_size=1), ValueError, "vocab_size must be >= 2, got 1"),
-    (dict(dropout=1.0), ValueError, r"dropout must be a float in \[0, 1\), got 1.0"),
-    (dict(attn_dropout=-0.1), ValueError, "attn_dropout must be a float .* got -0.1"),
-    (dict(position__max_len=0), ValueError, "position.max_len must be >= 1, got 0"),
+    (dict(heads__n_heads=0), ValueError, "heads.n_heads must be an integer >= 1, got 0"),
+    (dict(heads__n_heads="8"), TypeError, "heads.n_heads must be an integer >= 1, got '8'"),
+    (dict(depth__n_layers=True), TypeError, "depth.n_layers must be an integer >= 1, got True"),
+    (dict(vocab_size=1), ValueError, "vocab_size must be an integer >= 2, got 1"),
+    (dict(dropout=1.0), ValueError, r"dropout must be a finite number in \[0.0, 1.0\), got 1.0"),
+    (dict(attn_dropout=-0.1), ValueError, "attn_dropout must be a finite number in .* or null, got -0.1; null follows dropout"),
+    (dict(position__max_len=0), ValueError, "position.max_len must be an integer >= 1, got 0"),
     (dict(model="rnn"), ValueError, "unknown model 'rnn'"),
     (dict(heads=[8]), TypeError, "heads must be a HeadsSpec or dict, got list"),
 ])

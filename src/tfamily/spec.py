@@ -22,23 +22,6 @@ def check_choice(axis: str, value: str) -> None:
     registry.AXES[axis].check(value)
 
 
-def check_int(name: str, value: Any, lo: int = 1, allow_none: bool = False) -> None:
-    if value is None and allow_none:
-        return
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"{name} must be an integer, got {value!r}")
-    if value < lo:
-        raise ValueError(f"{name} must be >= {lo}, got {value}")
-
-
-def check_prob(name: str, value: Any, allow_none: bool = False) -> None:
-    if value is None and allow_none:
-        return
-    if not isinstance(value, (int, float)) or isinstance(value, bool) or not 0.0 <= value < 1.0:
-        raise ValueError(f"{name} must be a float in [0, 1){' or null (= dropout)' if allow_none else ''}, "
-                         f"got {value!r}")
-
-
 @dataclass(frozen=True)
 class PatternSpec:
     """Which keys each query may see. ``params`` are the pattern's own (e.g. window).
@@ -79,7 +62,7 @@ class PositionSpec:
 
     def __post_init__(self):
         check_choice("position", self.name)
-        check_int("position.max_len", self.max_len)
+        numbers.check_int("position.max_len", self.max_len)
 
 
 @dataclass(frozen=True)
@@ -94,9 +77,9 @@ class HeadsSpec:
     def __post_init__(self):
         numbers.check_number("heads.scale", self.scale, 0, lo_open=True, none=True, hint="T5 uses 1.0")
         numbers.check_flag("heads.global_qkv", self.global_qkv)
-        check_int("heads.n_heads", self.n_heads)
-        check_int("heads.n_kv_heads", self.n_kv_heads, allow_none=True)
-        check_int("heads.d_head", self.d_head, allow_none=True)
+        numbers.check_int("heads.n_heads", self.n_heads)
+        numbers.check_int("heads.n_kv_heads", self.n_kv_heads, none=True)
+        numbers.check_int("heads.d_head", self.d_head, none=True)
         if self.n_kv_heads is not None and self.n_heads % self.n_kv_heads:
             raise ValueError(f"n_heads={self.n_heads} is not divisible by n_kv_heads={self.n_kv_heads}; "
                              f"n_kv_heads must divide n_heads (valid: "
@@ -129,8 +112,8 @@ class DepthSpec:
 
     def __post_init__(self):
         check_choice("depth", self.name)
-        check_int("depth.n_layers", self.n_layers)
-        check_int("depth.n_enc_layers", self.n_enc_layers, allow_none=True)
+        numbers.check_int("depth.n_layers", self.n_layers)
+        numbers.check_int("depth.n_enc_layers", self.n_enc_layers, none=True)
 
 
 @dataclass(frozen=True)
@@ -141,7 +124,7 @@ class StateSpec:
 
     def __post_init__(self):
         check_choice("state", self.name)
-        check_int("state.mem_len", self.mem_len, lo=0)
+        numbers.check_int("state.mem_len", self.mem_len, lo=0)
 
 
 @dataclass(frozen=True)
@@ -155,8 +138,8 @@ class FeedForwardSpec:
     def __post_init__(self):
         check_choice("ff", self.name)
         check_choice("activation", self.activation)
-        check_int("ff.d_ff", self.d_ff, allow_none=True)
-        check_int("ff.chunks", self.chunks)
+        numbers.check_int("ff.d_ff", self.d_ff, none=True)
+        numbers.check_int("ff.chunks", self.chunks)
 
 
 @dataclass(frozen=True)
@@ -236,11 +219,11 @@ class Spec:
 
     def __post_init__(self):
         check_choice("model", self.model)
-        check_int("vocab_size", self.vocab_size, lo=2)
-        check_int("d_model", self.d_model)
-        check_prob("dropout", self.dropout)
+        numbers.check_int("vocab_size", self.vocab_size, lo=2)
+        numbers.check_int("d_model", self.d_model)
+        numbers.check_prob("dropout", self.dropout)
         for site in ("embed_dropout", "attn_dropout", "ff_dropout"):
-            check_prob(site, getattr(self, site), allow_none=True)
+            numbers.check_prob(site, getattr(self, site), none=True, hint="null follows dropout")
         for flag in ("tie_embeddings", "scale_embeddings", "logit_scale", "bias"):
             numbers.check_flag(flag, getattr(self, flag))
         for axis, cls in AXES.items():
