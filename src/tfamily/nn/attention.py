@@ -16,7 +16,7 @@ from torch import Tensor, nn
 
 from .heads import Heads
 from .kernels import Kernel
-from .patterns import Pattern
+from .patterns import Pattern, at_length
 from .state import KVCache
 
 
@@ -69,7 +69,7 @@ class Attention(nn.Module):
         if key_padding is not None:
             _check_padding(key_padding, q.shape[0], x.shape[1], m, self.kernel)
         out, weights = self.kernel(
-            q, k, v, pattern=self.pattern, q_offset=q_offset, key_padding=key_padding, bias=bias,
+            q, k, v, pattern=at_length(self.pattern, m), q_offset=q_offset, key_padding=key_padding, bias=bias,
             dropout_p=self.dropout if self.training else 0.0, scale=self.scale, need_weights=self.record_weights)
         self.last_weights = weights
         return self.out_proj(rearrange(out, "b h n e -> b n (h e)"))

@@ -22,7 +22,7 @@ from .load import PretrainedError, Weights, load_into, read_config, read_tensors
 
 # model_type in config.json -> the module that maps it.
 FAMILIES = {"gpt2": "gpt2", "llama": "llama", "mistral": "llama", "bert": "bert", "roberta": "bert", "t5": "t5",
-            "longformer": "longformer"}
+            "longformer": "longformer", "big_bird": "bigbird"}
 
 
 class Pretrained(NamedTuple):

@@ -4,11 +4,12 @@ Fixed patterns are plain objects; the adaptive span (``adaptive_span``) is learn
 so the builder makes it with the head shape and it registers beside its code."""
 from ...registry import PATTERNS
 from .adaptive_span import AdaptiveSpan, SoftPatternKernel
-from .base import (BlockCandidates, HeadDependent, Order, Pattern, Reordered, SoftPattern, candidates,
-                   dense_mask, density, is_per_head, key_order, query_order)
+from .base import (BlockCandidates, HeadDependent, LengthDependent, Order, Pattern, Reordered, SoftPattern,
+                   at_length, candidates, dense_mask, density, is_per_head, key_order, query_order)
 from .basic import Causal, Full
 
 from .bigbird import RandomBlocks, bigbird, longformer
+from .bigbird_itc import BigBirdITC
 from .combine import Difference, Intersect, PerHead, Union
 from .factorized import FixedBlock, FixedSummary, StridedColumns, factorized, fixed, strided
 from .local import GlobalTokens, Local1D, Local2D, SlidingWindow
@@ -60,15 +61,16 @@ for _name, _make in {
     "local_1d": Local1D, "local_2d": Local2D,
     "strided_columns": StridedColumns, "strided": strided,
     "fixed_block": FixedBlock, "fixed_summary": FixedSummary, "fixed": fixed,
-    "random_blocks": RandomBlocks, "bigbird": bigbird,
+    "random_blocks": RandomBlocks, "bigbird": bigbird, "bigbird_itc": BigBirdITC,
     "union": _union, "intersect": _intersect, "per_head": _per_head,
 }.items():
     PATTERNS.register(_name, _make)
 
 __all__ = ["Pattern", "BlockCandidates", "Reordered", "HeadDependent", "SoftPattern", "Order",
-           "candidates", "is_per_head", "query_order", "key_order", "dense_mask", "density", "Full", "Causal",
+           "LengthDependent", "at_length", "candidates", "is_per_head", "query_order", "key_order", "dense_mask",
+           "density", "Full", "Causal",
            "PATTERNS", "resolve",
            "SlidingWindow", "GlobalTokens", "Local1D", "Local2D",
            "StridedColumns", "FixedBlock", "FixedSummary", "strided", "fixed", "factorized",
-           "RandomBlocks", "bigbird", "longformer", "Union", "Intersect", "Difference", "PerHead",
+           "RandomBlocks", "bigbird", "BigBirdITC", "longformer", "Union", "Intersect", "Difference", "PerHead",
            "Residue", "SummaryFirst", "AdaptiveSpan", "SoftPatternKernel"]

@@ -82,6 +82,18 @@ class SoftPattern(Protocol):
     def memory_needed(self) -> int: ...
 
 
+@runtime_checkable
+class LengthDependent(Protocol):
+    """A pattern whose layout depends on how many keys there are (BigBird-ITC's last block):
+    the attention calls ``at_length(m)`` for its m keys and hands the result to the kernel."""
+
+    def at_length(self, m: int) -> Pattern: ...
+
+
+def at_length(pattern, m: int):
+    return pattern.at_length(m) if isinstance(pattern, LengthDependent) else pattern
+
+
 def query_order(pattern) -> Order | None:
     return pattern.query_order if isinstance(pattern, Reordered) else None
 

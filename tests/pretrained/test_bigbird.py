@@ -1,0 +1,57 @@
+"""BigBird masked LMs from Hugging Face directories equal the peer in eval mode: block-sparse
+inputs (longer than (5 + 2 r) blocks, where the peer does not fall back to full attention), a
+length that is not a multiple of the block (the peer's padded last block is global), padding,
+and the fall-back on a short input."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+import tfamily
+
+from .conftest import save_hf, transformers
+
+BIGBIRD = dict(vocab_size=53, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=48,
+               max_position_embeddings=160, hidden_act="gelu", block_size=8, num_random_blocks=2,
+               attention_type="block_sparse")
+
+
+def _peer(path, **extra):
+    return save_hf(path, "BigBirdForMaskedLM", "BigBirdConfig", **{**BIGBIRD, **extra})
+
+
+@pytest.mark.parametrize("n", [96, 123])  # > (5 + 2 * 2) * 8 = 72: block-sparse in the peer
+def test_block_sparse_logits_equal_the_peer_in_fp32_and_bf16(tmp_path, n):
+    hf = _peer(tmp_path)
+    model, spec = tfamily.from_pretrained(tmp_path)
+    assert spec.pattern.name == "bigbird_itc" and spec.kernel.name == "blocksparse"
+    ids = torch.randint(2, 53, (2, n))
+    with torch.no_grad():
+        want = hf(ids).logits
+        assert hf.bert.attention_type == "block_sparse"  # no fall-back happened
+        assert (model(ids) - want).abs().max().item() <= 1e-4
+        model16, _ = tfamily.from_pretrained(tmp_path, dtype=torch.bfloat16)
+        assert (model16(ids).float() - want).abs().max().item() <= 3e-2
+
+
+def test_padding_is_masked_like_the_peers_attention_mask(tmp_path):
+    hf = _peer(tmp_path)
+    model, _ = tfamily.from_pretrained(tmp_path)
+    ids = torch.randint(2, 53, (2, 104))
+    real = torch.ones_like(ids, dtype=torch.bool)
+    real[1, 90:] = False
+    ids[1, 90:] = 0
+    with torch.no_grad():
+        want = hf(ids, attention_mask=real.long()).logits
+        got = model(ids, key_padding=real)
+    assert (got[real] - want[real]).abs().max().item() <= 1e-4
+
+
+def test_short_inputs_fall_back_to_full_attention_as_the_peer_does(tmp_path):
+    hf = _peer(tmp_path)
+    model, _ = tfamily.from_pretrained(tmp_path)
+    ids = torch.randint(2, 53, (2, 40))
+    with torch.no_grad():
+        assert (model(ids) - hf(ids).logits).abs().max().item() <= 1e-4
+    assert hf.bert.attention_type == "original_full"
+
