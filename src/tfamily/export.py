@@ -32,6 +32,7 @@ from pathlib import Path
 import torch
 from torch import Tensor, nn
 
+from .numbers import check_int
 from .registry import DEPTHS, STATES
 from .spec import Spec
 
@@ -187,8 +188,7 @@ def export(model: nn.Module, fmt: str, out: str | Path, seq_len: int) -> dict:
     reason = refusal(spec, fmt)
     if reason:
         raise ValueError(reason)
-    if isinstance(seq_len, bool) or not isinstance(seq_len, int) or seq_len < 1:
-        raise ValueError(f"seq_len (the traced example's length) must be an integer >= 1, got {seq_len!r}")
+    check_int("seq_len (the traced example's length)", seq_len, 1)
     device = next(model.parameters()).device
     if device.type != "cpu":
         raise ValueError(f"export a model on the CPU (it is on {device}); call model.cpu() first")

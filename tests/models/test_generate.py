@@ -182,7 +182,7 @@ def test_exhaustive_beam_finds_the_most_likely_sequence(vanilla):
 
 def test_beam_arguments_are_checked(vanilla):
     src = torch.randint(2, V, (1, 4))
-    with pytest.raises(ValueError, match="beam must be >= 1, got 0"):
+    with pytest.raises(ValueError, match="beam must be an integer >= 1, got 0"):
         beam_search(vanilla, src, bos=BOS, eos=EOS, max_len=4, beam=0)
-    with pytest.raises(ValueError, match="max_len must be >= 1, got 0"):
+    with pytest.raises(ValueError, match="max_len must be an integer >= 1, got 0"):
         beam_search(vanilla, src, bos=BOS, eos=EOS, max_len=0)

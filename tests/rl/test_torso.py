@@ -61,5 +61,5 @@ def test_torso_refuses_a_member_without_memory():
         build_torso("nope")
     with pytest.raises(ValueError, match="pattern 'adaptive_span'"):
         build_torso("adaptive_span")
-    with pytest.raises(ValueError, match="mem_len >= 1"):
+    with pytest.raises(ValueError, match="mem_len must be an integer >= 1, got 0; a memory torso"):
         build_torso("transformer_xl", mem_len=0)

@@ -36,6 +36,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..numbers import check_int
 from .paths import find_file
 
 __all__ = ["ALPHABET", "GCIDE_FILE", "Pair", "ReverseDictionary", "parse_gcide", "clean_definition",
@@ -165,8 +166,7 @@ def parse_gcide(lines, *, max_def_len: int = 128, min_def_len: int = 8, max_word
 
 def _check_params(max_def_len, min_def_len, max_word_len, senses) -> None:
     for name, v in (("max_def_len", max_def_len), ("min_def_len", min_def_len), ("max_word_len", max_word_len)):
-        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-            raise ValueError(f"reverse_dictionary: {name} must be an integer >= 1, got {v!r}")
+        check_int(f"reverse_dictionary: {name}", v, 1)
     if min_def_len > max_def_len:
         raise ValueError(f"reverse_dictionary: min_def_len={min_def_len} is larger than max_def_len="
                          f"{max_def_len}; make min_def_len <= max_def_len")
@@ -177,8 +177,7 @@ def _check_params(max_def_len, min_def_len, max_word_len, senses) -> None:
 def split_by_headword(pairs: list[Pair], seed: int = 0, fractions=(0.9, 0.05, 0.05)) -> dict[str, list[Pair]]:
     """{'train', 'valid', 'test'} -> pairs, cut by headword: a seeded shuffle of the sorted
     distinct headwords, so a headword's senses all land in one split."""
-    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
-        raise ValueError(f"reverse_dictionary: split_seed must be an integer >= 0, got {seed!r}")
+    check_int("reverse_dictionary: split_seed", seed, 0)
     words = sorted({w for _, w in pairs})
     if len(words) < 3:
         raise ValueError(f"reverse_dictionary: {len(words)} distinct headword(s) survive the filters; three splits "

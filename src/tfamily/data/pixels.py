@@ -21,6 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 from torch import Tensor
+
 from ..numbers import check_int
 
 __all__ = ["PixelOrder", "PixelSequences", "quantize", "dequantize", "bits_per_dim", "to_block_raster",

@@ -14,15 +14,13 @@ from ..nn.attention import Attention
 from ..nn.state import CacheState
 from .encdec import EncoderDecoder
 from .lm import LanguageModel
+from ..numbers import check_int
 
 Generator = torch.Generator | Sequence[torch.Generator]  # one for the batch, or one per row
 
 
 def _check_count(name: str, value, lo: int) -> None:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"{name} must be an integer, got {value!r} ({type(value).__name__}); e.g. {name}=100")
-    if value < lo:
-        raise ValueError(f"{name} must be >= {lo}, got {value}")
+    check_int(name, value, lo)
 
 
 def _check_ids(model: EncoderDecoder, **ids) -> None:

@@ -18,6 +18,8 @@ import gymnasium as gym
 import numpy as np
 import torch
 
+from ..numbers import check_int
+
 TRAIN, EVAL = 0, 1  # seed streams: evaluation episodes never repeat training ones
 
 
@@ -68,8 +70,7 @@ class Step:
 
 class VecEnv:
     def __init__(self, env_id: str, n: int, seed: int, stream: int = TRAIN):
-        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-            raise ValueError(f"the number of environments must be an integer >= 1, got {n!r}")
+        check_int("the number of environments", n, 1)
         self.env_id, self.n, self.seed, self.stream = env_id, n, seed, stream
         self.envs = [check_env(env_id) for _ in range(n)]
         self.observation_space = self.envs[0].observation_space

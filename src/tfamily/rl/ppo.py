@@ -11,11 +11,12 @@ do; the loss itself takes them as given, so it can be checked by hand.
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import torch
 from torch import Tensor
+
+from ..numbers import check_int, check_number
 
 
 @dataclass(frozen=True)
@@ -31,16 +32,13 @@ class PPOSettings:
     def __post_init__(self):
         for name in ("clip", "vf_coef", "ent_coef"):
             v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 <= v < math.inf:
-                raise ValueError(f"ppo {name} must be a finite number >= 0, got {v!r}; e.g. --set {name}=0.01")
+            check_number(f"ppo {name}", v, 0.0, hint=f"e.g. --set {name}=0.01")
         for name in ("epochs", "minibatches"):
             v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-                raise ValueError(f"ppo {name} must be an integer >= 1, got {v!r}")
+            check_int(f"ppo {name}", v, 1)
         for name in ("gamma", "lam"):
             v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0.0 <= v <= 1.0:
-                raise ValueError(f"ppo {name} must be in [0, 1], got {v!r}")
+            check_number(f"ppo {name}", v, 0.0, 1.0)
 
 
 def normalise(adv: Tensor, eps: float = 1e-8) -> Tensor:

@@ -27,6 +27,7 @@ from pathlib import Path
 
 from ..textload import load_json
 from ..train import grid as runner
+from ..numbers import check_int
 
 # Morad et al. 2023's memory tasks at the Easy level (PAPERS.md: the stateless CartPole is
 # registered as PositionOnlyCartPole).
@@ -103,8 +104,7 @@ def plan(envs, members, seeds: int, steps: int, out: str | Path, *, settings: di
     labels = [t.label for t in torsos]
     if len(set(labels)) != len(labels) or len(set(envs)) != len(envs):
         raise ValueError(f"--envs {envs} / --members labels {labels} repeat an entry; name each once")
-    if isinstance(seeds, bool) or not isinstance(seeds, int) or seeds < 1:
-        raise ValueError(f"--seeds must be an integer >= 1 (seeds 0..N-1), got {seeds!r}")
+    check_int("--seeds", seeds, 1, hint="seeds 0..N-1")
     runs = [RunPlan(e, t, s, steps, dict(settings or {}), dict(model or {}), lr, ckpt_every, str(out))
             for s in range(seeds) for e in envs for t in torsos]
     from .train import make_policy
@@ -163,8 +163,7 @@ def sweep(runs: list[RunPlan], *, jobs: int = 1, progress: bool = True, time_bud
     """Run every planned run (skipping finished ones), one line of progress per run. A run that
     fails with a ValueError/TypeError/OSError (a checkpoint that no longer fits the code, a full
     disk) is reported and the sweep goes on; the failures are raised together at the end."""
-    if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
-        raise ValueError(f"--jobs must be an integer >= 1, got {jobs!r}")
+    check_int("--jobs", jobs, 1)
     n, todo, out = len(runs), [], []
     for i, run in enumerate(runs, 1):
         kind, step = status(run)

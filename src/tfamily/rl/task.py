@@ -24,6 +24,7 @@ import torch
 from .envs import EVAL, TRAIN, VecEnv
 from .policy import ActorCritic
 from .rollout import Rollout, collect, minibatch
+from ..numbers import check_int
 
 
 @dataclass(frozen=True)
@@ -34,8 +35,7 @@ class RolloutSettings:
 
     def __post_init__(self):
         for name, v in asdict(self).items():
-            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-                raise ValueError(f"{name} must be an integer >= 1, got {v!r}")
+            check_int(name, v, 1)
 
     @property
     def steps(self) -> int:

@@ -29,6 +29,7 @@ import torch
 from torch import Tensor, nn
 
 from ..nn.state import State
+from ..numbers import check_int
 
 RECURRENT = {"lstm": "lstm_lm", "gru": "gru_lm"}  # the member whose recurrent stack a torso takes
 
@@ -143,8 +144,7 @@ def torso_spec(member: str, d_model: int, n_layers: int, n_heads: int, mem_len: 
         # The replay's windows assume each step sees its whole memory (``StackTorso.replay``).
         raise ValueError(f"member {member!r} uses attention pattern {spec.pattern.name!r}; a torso attends over "
                          f"its whole memory (pattern 'causal'): use gtrxl, trxl_i or transformer_xl")
-    if isinstance(mem_len, bool) or not isinstance(mem_len, int) or mem_len < 1:
-        raise ValueError(f"mem_len={mem_len!r}: a memory torso needs mem_len >= 1 (the steps it can recall)")
+    check_int("mem_len", mem_len, 1, hint="a memory torso needs the steps it can recall")
     if d_model % n_heads:
         raise ValueError(f"d_model={d_model} must be divisible by n_heads={n_heads}")
     d = spec.to_dict()

@@ -37,6 +37,7 @@ from torch import Tensor, nn
 
 from ..state import LayerState
 from ..tracing import recording
+from ...numbers import check_int, check_number
 
 
 def _offset(state: Sequence[LayerState] | None) -> int | Tensor:
@@ -56,8 +57,7 @@ class Universal(nn.Module):
     def __init__(self, block: nn.Module, coordinate: nn.Module, n_steps: int,
                  final_norm: nn.Module | None = None):
         super().__init__()
-        if isinstance(n_steps, bool) or not isinstance(n_steps, int) or n_steps < 1:
-            raise ValueError(f"Universal Transformer n_steps must be an integer >= 1, got {n_steps!r}")
+        check_int("Universal Transformer n_steps", n_steps, 1)
         self.block, self.coordinate, self.n_steps = block, coordinate, n_steps
         self.final_norm = final_norm if final_norm is not None else nn.Identity()
         self.steps_executed = 0
@@ -93,12 +93,9 @@ class HaltingUnit(nn.Module):
 
 def check_act(max_steps: int, eps: float, ponder_weight: float) -> None:
     """Refuse halting settings that cannot work, naming the value (also run on specs)."""
-    if isinstance(max_steps, bool) or not isinstance(max_steps, int) or max_steps < 1:
-        raise ValueError(f"Universal Transformer ACT max_steps must be an integer >= 1, got {max_steps!r}")
-    if isinstance(eps, bool) or not isinstance(eps, (int, float)) or not 0.0 < eps < 1.0:
-        raise ValueError(f"ACT eps must be a number in (0, 1), got {eps!r}")
-    if isinstance(ponder_weight, bool) or not isinstance(ponder_weight, (int, float)) or ponder_weight < 0:
-        raise ValueError(f"ponder_weight (t2t's act_loss_weight) must be a number >= 0, got {ponder_weight!r}")
+    check_int("Universal Transformer ACT max_steps", max_steps, 1)
+    check_number("ACT eps", eps, 0.0, 1.0, lo_open=True, hi_open=True, hint="Graves: 0.01")
+    check_number("ponder_weight (t2t's act_loss_weight)", ponder_weight, 0.0)
 
 
 class UniversalACT(nn.Module):

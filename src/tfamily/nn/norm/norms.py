@@ -9,11 +9,12 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
+from ...numbers import check_number
+
 
 def _check_eps(eps: object) -> float:
-    if isinstance(eps, bool) or not isinstance(eps, (int, float)) or not 0 < eps < 1:
-        raise ValueError(f"norm.params.eps must be a number in (0, 1), got {eps!r}; e.g. 1e-5 (GPT-2), 1e-6 (Llama)")
-    return float(eps)
+    return check_number("norm.params.eps", eps, 0.0, 1.0, lo_open=True, hi_open=True,
+                        hint="e.g. 1e-5 (GPT-2), 1e-6 (Llama)")
 
 
 def layer_norm(d_model: int, bias: bool = True, eps: float = 1e-5) -> nn.LayerNorm:

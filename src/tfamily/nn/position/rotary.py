@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import torch
 from torch import Tensor, nn
+
 from ...numbers import check_number
 
 
