@@ -24,7 +24,7 @@ from tfamily import cli
 
 TINY = ["member=gpt", "model.d_model=32", "model.heads.n_heads=2", "model.depth.n_layers=1",
         "model.position.max_len=64", "data.seq_len=32", "train.batch_size=4", "train.eval_tokens=256",
-        "train.progress=false", "train.tensorboard=false", "train.warmup=1", "--max-steps", "2"]
+        "train.progress=false", "train.tensorboard=false", "train.warmup=1", "--steps", "2"]
 
 
 @dataclass
@@ -59,7 +59,7 @@ def paths(tmp_path_factory) -> dict:
     (d / "bad.toml").write_text("[train\nlr = 1\n")
     (d / "binary.txt").write_bytes(bytes(range(256)) * 8)
     run = d / "run"
-    argv = ["train", *TINY[:-2], "--max-steps", "4", "train.ckpt_every=2", "train.eval_every=4",
+    argv = ["train", *TINY[:-2], "--steps", "4", "train.ckpt_every=2", "train.eval_every=4",
             "--out", str(run)]
     assert cli.main(argv) == 0
     return {"dir": str(d), "run": str(run), **{p.stem + p.suffix.replace(".", "_"): str(p) for p in d.iterdir()}}
@@ -194,22 +194,22 @@ CLI_CASES = [
     Case("grad_clip=0", [TRAIN, "train.grad_clip=0"], ["train.grad_clip=0", "train.grad_clip=null"]),
     Case("time_budget=nan", [TRAIN, "train.time_budget=.nan"], ["train.time_budget", "nan", "5m"]),
     Case("time_budget=inf", [TRAIN, "train.time_budget=.inf"], ["train.time_budget", "inf", "finite"]),
-    Case("--time-budget nan", [TRAIN, "--time-budget", "nan"], ["train.time_budget='nan'", "5m"]),
+    Case("--time nan", [TRAIN, "--time", "nan"], ["train.time_budget='nan'", "5m"]),
     Case("data-dir is a file", [TRAIN, "--data-dir", "{text_txt}"], ["--data-dir", "text.txt", "not a directory"]),
     Case("data-dir missing", [TRAIN, "--data-dir", "{dir}/nowhere"], ["--data-dir", "nowhere", "does not exist",
                                                                      "$TFAMILY_DATA"]),
     Case("eval data-dir missing", ["eval", "{run}", "--data-dir", "{dir}/nowhere"], ["nowhere", "does not exist"]),
     Case("demo data-dir is a file", ["demo", "--data-dir", "{text_txt}"], ["text.txt", "not a directory"],
          tiny=False),
-    Case("resume with --out", [TRAIN, "--resume", "{bad}", "--out", "{dir}/elsewhere", "--max-steps", "9"],
+    Case("resume with --out", [TRAIN, "--resume", "{bad}", "--out", "{dir}/elsewhere", "--steps", "9"],
          ["--out", "elsewhere", "copy its directory"], setup=finished_run, tiny=False),
-    Case("resume with --seed", [TRAIN, "--resume", "{bad}", "--seed", "5", "--max-steps", "9"],
+    Case("resume with --seed", [TRAIN, "--resume", "{bad}", "--seed", "5", "--steps", "9"],
          ["seed 0", "5", "drop --seed"], setup=finished_run, tiny=False),
-    Case("resume with --max-steps below", [TRAIN, "--resume", "{bad}", "--max-steps", "3"],
-         ["step 4", "--max-steps is 3", "N > 4"], setup=finished_run, tiny=False),
+    Case("resume with --steps below", [TRAIN, "--resume", "{bad}", "--steps", "3"],
+         ["step 4", "--steps is 3", "N > 4"], setup=finished_run, tiny=False),
     Case("resume a finished run", [TRAIN, "--resume", "{bad}"], ["step 4", "train.max_steps is 4", "N > 4"],
          setup=finished_run, tiny=False),
-    Case("resume with train.out=", [TRAIN, "--resume", "{bad}", "train.out={dir}/x", "--max-steps", "9"],
+    Case("resume with train.out=", [TRAIN, "--resume", "{bad}", "train.out={dir}/x", "--steps", "9"],
          ["train.out", "copy its directory"], setup=finished_run, tiny=False),
     Case("resume with -c", [TRAIN, "--resume", "{run}", "-c", "demo"], ["--resume", "drop -c/--config"],
          tiny=False),
@@ -273,7 +273,7 @@ CLI_CASES = [
     Case("batch_size 0", [TRAIN, "train.batch_size=0"], ["train.batch_size", ">= 1", "0"]),
     Case("batch_size float", [TRAIN, "train.batch_size=2.5"], ["train.batch_size", "2.5"]),
     Case("accum 0", [TRAIN, "train.accum=0"], ["train.accum", ">= 1"]),
-    Case("max_steps 0", [TRAIN, "--max-steps", "0"], ["train.max_steps", ">= 1", "0"]),
+    Case("max_steps 0", [TRAIN, "--steps", "0"], ["train.max_steps", ">= 1", "0"]),
     Case("no end", [TRAIN, "train.max_steps=null"], ["set train.max_steps or train.time_budget"], tiny=False),
     Case("warmup negative", [TRAIN, "train.warmup=-5"], ["train.warmup", "-5"]),
     Case("min_lr_ratio 2", [TRAIN, "train.min_lr_ratio=2"], ["train.min_lr_ratio", "[0, 1]", "2"]),
@@ -289,10 +289,10 @@ CLI_CASES = [
     Case("eval_every 0", [TRAIN, "train.eval_every=0"], ["train.eval_every", "or null"]),
     Case("ckpt_every -1", [TRAIN, "train.ckpt_every=-1"], ["train.ckpt_every", "-1"]),
     Case("unknown train key", [TRAIN, "train.learning_rate=1"], ["unknown train key", "learning_rate", "lr"]),
-    Case("time budget word", [TRAIN, "--time-budget", "soon"], ["train.time_budget='soon'", "5m"]),
-    Case("time budget 0", [TRAIN, "--time-budget", "0"], ["train.time_budget", "positive"]),
-    Case("time budget negative", [TRAIN, "--time-budget=-5m"], ["train.time_budget='-5m'", "5m"]),
-    Case("time budget unit", [TRAIN, "--time-budget", "5d"], ["train.time_budget='5d'", "1.5h"]),
+    Case("time budget word", [TRAIN, "--time", "soon"], ["train.time_budget='soon'", "5m"]),
+    Case("time budget 0", [TRAIN, "--time", "0"], ["train.time_budget", "positive"]),
+    Case("time budget negative", [TRAIN, "--time=-5m"], ["train.time_budget='-5m'", "5m"]),
+    Case("time budget unit", [TRAIN, "--time", "5d"], ["train.time_budget='5d'", "1.5h"]),
     Case("out is a file", [TRAIN, "--out", "{out}"], ["--out", "file", "not a directory"], setup=out_is_file),
     Case("out under a file", [TRAIN, "--out", "{out}"], ["--out", "file/run", "pick a writable directory"],
          setup=out_under_file),

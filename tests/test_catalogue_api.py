@@ -147,7 +147,7 @@ API_CASES = [
      ["step 10", "N > 10"]),
     ("resume check: time budget spent", lambda c: config.check_resume(
         {**_META, "config": {"train": {"seed": 0, "max_steps": None, "time_budget": "10s"}}}, {}),
-     ValueError, ["12 s", "10s", "--time-budget"]),
+     ValueError, ["12 s", "10s", "--time"]),
     ("checkpoint a file", lambda c: checkpoint.load(c.file("ck", b"x")), checkpoint.CheckpointError,
      ["is a file", "run directory"]),
     ("yaml alias bomb (API)", lambda c: textload.load_yaml(_BOMB, "x.yaml"), ValueError, ["x.yaml", "expands"]),

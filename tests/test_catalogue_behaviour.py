@@ -22,7 +22,7 @@ TINY = ["member=gpt", "model.d_model=32", "model.heads.n_heads=2", "model.depth.
 @pytest.fixture(scope="module")
 def run(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("behaviour") / "run"
-    assert cli.main(["train", *TINY, "--max-steps", "4", "train.ckpt_every=2", "--out", str(out)]) == 0
+    assert cli.main(["train", *TINY, "--steps", "4", "train.ckpt_every=2", "--out", str(out)]) == 0
     return out
 
 
@@ -113,7 +113,7 @@ def test_a_bug_is_not_hidden_by_the_cli(monkeypatch):
 
 def test_lr_1e38_stops_with_the_weights_of_the_last_checkpoint_finite(tmp_path, capsys):
     out = tmp_path / "run"
-    argv = ["train", *TINY, "train.lr=1e38", "train.warmup=0", "train.grad_clip=null", "--max-steps", "6",
+    argv = ["train", *TINY, "train.lr=1e38", "train.warmup=0", "train.grad_clip=null", "--steps", "6",
             "train.ckpt_every=1", "--out", str(out)]
     assert cli.main(argv) == 3
     err = capsys.readouterr().err
@@ -131,21 +131,21 @@ def test_a_second_writer_on_one_out_is_refused_naming_the_holder(tmp_path, capsy
     try:
         assert p.stdout.readline().strip() == "held"
         capsys.readouterr()
-        assert cli.main(["train", *TINY, "--max-steps", "1", "--out", str(tmp_path / "run")]) == 2
+        assert cli.main(["train", *TINY, "--steps", "1", "--out", str(tmp_path / "run")]) == 2
         err = capsys.readouterr().err.strip()
         assert len(err.splitlines()) == 1 and f"in use by pid {p.pid}" in err and "another --out" in err
         assert not (tmp_path / "run" / "train.csv").exists()
     finally:
         p.kill()
         p.wait()
-    assert cli.main(["train", *TINY, "--max-steps", "1", "--out", str(tmp_path / "run")]) == 0  # stale: taken over
+    assert cli.main(["train", *TINY, "--steps", "1", "--out", str(tmp_path / "run")]) == 0  # stale: taken over
 
 
 def test_a_resumed_run_reports_the_train_loss_over_both_sessions(tmp_path, capsys):
     import csv
     out = tmp_path / "run"
-    assert cli.main(["train", *TINY, "train.log_every=1", "--max-steps", "3", "--out", str(out)]) == 0
-    assert cli.main(["train", "--resume", str(out), "--max-steps", "6", "--json"]) == 0
+    assert cli.main(["train", *TINY, "train.log_every=1", "--steps", "3", "--out", str(out)]) == 0
+    assert cli.main(["train", "--resume", str(out), "--steps", "6", "--json"]) == 0
     got = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     with open(out / "train.csv") as f:
         losses = {int(r["step"]): float(r["loss"]) for r in csv.DictReader(f)}
@@ -163,9 +163,9 @@ def test_resume_and_eval_keep_the_data_directory_the_run_used(tmp_path, monkeypa
     monkeypatch.setenv("TFAMILY_DATA", str(tmp_path / "empty"))
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     out = tmp_path / "run"
-    assert cli.main(["train", *TINY, "--max-steps", "2", "--out", str(out), "--data-dir", str(data)]) == 0
-    assert cli.main(["train", "--resume", str(out), "--max-steps", "3"]) == 0  # no --data-dir: the run's own
+    assert cli.main(["train", *TINY, "--steps", "2", "--out", str(out), "--data-dir", str(data)]) == 0
+    assert cli.main(["train", "--resume", str(out), "--steps", "3"]) == 0  # no --data-dir: the run's own
     assert cli.main(["eval", str(out), "--max-tokens", "256"]) == 0
     capsys.readouterr()
-    assert cli.main(["train", "--resume", str(out), "--max-steps", "4", "--data-dir", str(tmp_path)]) == 2
+    assert cli.main(["train", "--resume", str(out), "--steps", "4", "--data-dir", str(tmp_path)]) == 2
     assert "tinyshakespeare.txt" in capsys.readouterr().err  # told otherwise: that directory is searched

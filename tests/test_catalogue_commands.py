@@ -53,7 +53,7 @@ def paths(tmp_path_factory) -> dict:
     (d / "gcide_trunc.gz").write_bytes(good[: len(good) // 2])
     (d / "gcide_bad.gz").write_bytes(b"not gzip at all")
     assert cli.main(["rl", "train", *RL, "--steps", "32", "--ckpt-every", "2", "--out", str(d / "rl")]) == 0
-    assert cli.main(["train", *LM, "--max-steps", "2", "train.ckpt_every=1", "--out", str(d / "lm")]) == 0
+    assert cli.main(["train", *LM, "--steps", "2", "train.ckpt_every=1", "--out", str(d / "lm")]) == 0
     return {"dir": str(d), "rl": str(d / "rl"), "lm": str(d / "lm")}
 
 
@@ -194,7 +194,7 @@ ROWS = [
         lm_section("source"), lines=3),
     Row("generate: meta source {}", ["generate", "{bad}", "--tokens", "4"], ["section 'source' lacks"],
         lm_section("source"), lines=3),
-    Row("resume: meta metrics {}", ["train", "--resume", "{bad}", "--max-steps", "4"],
+    Row("resume: meta metrics {}", ["train", "--resume", "{bad}", "--steps", "4"],
         ["section 'metrics' lacks", "train_loss"], lm_section("metrics"), lines=3),
     Row("eval: meta metrics {}", ["eval", "{bad}"], ["section 'metrics' lacks"], lm_section("metrics"), lines=3),
     Row("eval: a newer format_version", ["eval", "{bad}"], ["format_version 99", "newer", "upgrade tfamily"],
@@ -217,7 +217,7 @@ def test_command_bad_input_is_one_line_naming_the_value_and_the_fix(row, paths, 
         subs.update(row.setup(tmp_path, paths))
     argv = [_fill(a, subs) for a in row.argv]
     if argv[0] == "train" and "--resume" not in argv:
-        argv += ["--max-steps", "1", "--out", str(tmp_path / "out")]
+        argv += ["--steps", "1", "--out", str(tmp_path / "out")]
     if argv[:2] == ["rl", "train"] and "--resume" not in argv:
         argv += ["--out", str(tmp_path / "out")]
     capsys.readouterr()

@@ -48,7 +48,7 @@ def test_a_full_disk_during_a_checkpoint_is_one_line_and_keeps_the_last_good_one
     kept, failed = (1, 2) if kind == "lm" else (2, 4)
     if kind == "lm":  # each checkpoint: model, optimizer, rng
         _full_after(monkeypatch, 3)
-        argv = ["train", *LM, "--max-steps", "4", "train.ckpt_every=1", "--out", str(out)]
+        argv = ["train", *LM, "--steps", "4", "train.ckpt_every=1", "--out", str(out)]
     else:  # model, optimizer, rng, data
         _full_after(monkeypatch, 4)
         argv = ["rl", "train", *RL, "--steps", "64", "--ckpt-every", "2", "--out", str(out)]
@@ -98,7 +98,7 @@ def _interrupt_a_save(tmp: Path, seed: int) -> None:
     rng = random.Random(seed)
     flag = tmp / "saves"
     env = {**os.environ, "TFAMILY_TEST_SAVE_FILE": str(flag)}
-    p = subprocess.Popen([sys.executable, "-m", "tfamily.cli", "train", *SAVER, "--max-steps", "100000",
+    p = subprocess.Popen([sys.executable, "-m", "tfamily.cli", "train", *SAVER, "--steps", "100000",
                           "--out", str(tmp / "run")], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                          text=True)
     try:

@@ -124,7 +124,7 @@ def test_reads_what_the_training_loop_writes(tmp_path, capsys):
     assert main(["train", "--member", "gpt", f"data.corpus={text}", "model.d_model=16", "model.heads.n_heads=2",
                  "model.depth.n_layers=1", "data.seq_len=16", "train.batch_size=2", "train.threads=1",
                  "train.log_every=1", "train.eval_every=2", "train.eval_tokens=64", "train.eval_batch_size=2",
-                 "train.progress=false", "--max-steps", "4", "--precision", "fp32", "--out", str(out)]) == 0
+                 "train.progress=false", "--steps", "4", "--precision", "fp32", "--out", str(out)]) == 0
     capsys.readouterr()
     run = compare.load(out)
     result = json.loads((out / "result.json").read_text())

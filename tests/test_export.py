@@ -26,7 +26,7 @@ TINY = ["member=gpt", "model.d_model=32", "model.heads.n_heads=2", "model.depth.
 @pytest.fixture(scope="module")
 def run_dir(tmp_path_factory):
     out = tmp_path_factory.mktemp("export") / "run"
-    assert cli.main(["train", *TINY, "--max-steps", "2", "--out", str(out), "--json"]) == 0
+    assert cli.main(["train", *TINY, "--steps", "2", "--out", str(out), "--json"]) == 0
     return out
 
 

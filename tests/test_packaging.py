@@ -74,8 +74,8 @@ def test_the_installed_wheel_trains_and_demos_outside_the_checkout(wheel, tmp_pa
     where = subprocess.run([str(python), "-c", "import tfamily; print(tfamily.__file__)"], cwd=cwd, env=env,
                            capture_output=True, text=True, check=True).stdout
     assert where.startswith(str(env_dir)), f"the test imported tfamily from {where}, not the wheel"
-    tfamily("train", "-c", "tiny", "--max-steps", "2", "--out", "tiny", "train.eval_tokens=1024", "train.threads=1")
+    tfamily("train", "-c", "tiny", "--steps", "2", "--out", "tiny", "train.eval_tokens=1024", "train.threads=1")
     assert (cwd / "tiny" / "result.json").is_file()
-    out = tfamily("demo", "--time-budget", "5s", "--sample-tokens", "8", "--out", "demo",
+    out = tfamily("demo", "--time", "5s", "--sample-tokens", "8", "--out", "demo",
                   "train.eval_tokens=1024", "train.threads=1")
     assert "run directory: demo" in out and (cwd / "demo" / "result.json").is_file()

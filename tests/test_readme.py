@@ -27,7 +27,7 @@ FENCE = re.compile(r"^```(\w*)[^\n]*\n(.*?)^```", re.M | re.S)
 # appended to every `tfamily train` line: a one-layer model, two steps, a short evaluation
 TINY_TRAIN = ["model.d_model=32", "model.heads.n_heads=2", "model.depth.n_layers=1", "data.seq_len=64",
               "train.batch_size=2", "train.threads=1", "train.eval_tokens=512", "train.eval_batch_size=4",
-              "--max-steps", "2", "--precision", "fp32"]
+              "--steps", "2", "--precision", "fp32"]
 TINY = {"train": TINY_TRAIN, "generate": ["--tokens", "8"], "eval": ["--max-tokens", "512"]}
 
 

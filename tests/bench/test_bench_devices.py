@@ -125,7 +125,7 @@ def test_workers_run_on_the_cpu_device_and_say_so():
 
 
 def test_xl_eval_rows_carry_device_and_peak(json_rows, tmp_path):
-    rows, _ = json_rows(["bench", "xl-eval", "--train-steps", "0", "--d-model", "16", "--layers", "1", "--heads", "2",
+    rows, _ = json_rows(["bench", "xl-eval", "--steps", "0", "--d-model", "16", "--layers", "1", "--heads", "2",
                          "--seg-len", "8", "--mem-len", "8", "--tokens", "32", "--rows", "2", "--device", "cpu",
                          "--out", str(tmp_path)])
     assert [r["mode"] for r in rows] == ["memory", "vanilla"]

@@ -98,7 +98,7 @@ def test_bench_flex_floor_records_a_failing_kernel_and_skips_past_the_budget(tmp
     monkeypatch.setattr(flex_floor, "floor_block_mask", no_memory)
     (row,), _ = json_rows(_argv(tmp_path, "--profile", "none"))
     assert row["status"] == "partial" and row["b_error"] == "MemoryError: floor mask" and row["a_fwd_ms"] > 0
-    rows, _ = json_rows(_argv(tmp_path, "--budget-s", "0", "--seq-lens", "256", str(L)))
+    rows, _ = json_rows(_argv(tmp_path, "--time", "0", "--seq-lens", "256", str(L)))
     assert [(r["seq_len"], r["status"]) for r in rows] == [(256, "skipped"), (L, "skipped")]
 
 

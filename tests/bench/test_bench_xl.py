@@ -37,7 +37,7 @@ def test_memory_and_vanilla_score_the_same_targets_identically_when_both_are_exa
 
 def test_bench_xl_eval_writes_rows_files_and_plot(tmp_path, capsys):
     out = tmp_path / "xl"
-    argv = ["bench", "xl-eval", "--train-steps", "2", "--d-model", "32", "--layers", "1", "--heads", "2",
+    argv = ["bench", "xl-eval", "--steps", "2", "--d-model", "32", "--layers", "1", "--heads", "2",
             "--seg-len", "8", "--mem-len", "8", "--eval-mem-lens", "8", "16", "--tokens", "64", "--rows", "2",
             "--clamp-len", "12", "--out", str(out), "--json"]
     assert cli.main(argv) == 0

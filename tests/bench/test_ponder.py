@@ -9,7 +9,7 @@ from tfamily import cli
 
 TINY = ["--member", "universal_transformer_lm", "model.d_model=32", "model.heads.n_heads=2",
         "model.depth.n_layers=4", "data.seq_len=16", "train.batch_size=4", "train.eval_tokens=256",
-        "train.progress=false", "train.tensorboard=false", "--max-steps", "2"]
+        "train.progress=false", "train.tensorboard=false", "--steps", "2"]
 
 
 @pytest.fixture(scope="module")

@@ -82,7 +82,7 @@ def test_bpe_run_trains_evaluates_generates_and_exports(text_file, tmp_path, cap
     out = tmp_path / "run"
     args = ["train", "-c", "tiny", f"data.corpus={text_file}", "data.vocab=bpe:300", "data.seq_len=32",
             "model.position.max_len=32", "model.d_model=32", "train.batch_size=4", "train.eval_tokens=256",
-            "train.progress=false", "train.tensorboard=false", "--max-steps", "3", "--out", str(out), "--json"]
+            "train.progress=false", "train.tensorboard=false", "--steps", "3", "--out", str(out), "--json"]
     assert cli.main(args) == 0
     result = json.loads(capsys.readouterr().out)
     assert result["val_bpc"] < result["val_loss"] / math.log(2)  # a token stands for more than one character

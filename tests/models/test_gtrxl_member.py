@@ -152,6 +152,6 @@ def test_tfamily_train_runs_the_member_on_a_text_stream(name, tmp_path, capsys):
     argv = ["train", "--member", name, "model.d_model=32", "model.heads.n_heads=2", "model.heads.d_head=16",
             "model.depth.n_layers=1", "model.ff.d_ff=64", "model.state.mem_len=16", "data.seq_len=16",
             "train.batch_size=4", "train.eval_tokens=256", "train.progress=false", "train.tensorboard=false",
-            "train.warmup=1", "--max-steps", "3", "--out", str(tmp_path / "run")]
+            "train.warmup=1", "--steps", "3", "--out", str(tmp_path / "run")]
     assert cli.main(argv) == 0
     assert (tmp_path / "run").is_dir()

@@ -36,7 +36,7 @@ def args(**kw):
 def test_tiny_run_writes_results_curves_and_sample_grids(tmp_path, capsys):
     _need_mnist()
     out = tmp_path / "mnist"
-    argv = ["repro", "mnist-local2d", "--out", str(out), "--budget", "60", "--max-steps", "2",
+    argv = ["repro", "mnist-local2d", "--out", str(out), "--time", "60", "--steps", "2",
             "--train-images", "16", "--test-images", "4", "--curve-images", "2", "--eval-batch", "2",
             "--batch-size", "2", "--samples", "2", "--levels", "8", "--d-model", "16", "--layers", "1",
             "--heads", "2", "--threads", "1", "--json"]

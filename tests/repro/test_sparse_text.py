@@ -55,10 +55,10 @@ def test_bar_chart_of_the_table(tmp_path):
 def test_time_budget_and_curves_reach_every_run(tmp_path):
     args = _args(time="10m", eval_every=50, eval_tokens=65536, corpus="kjv", seq_len=8192)
     cmd = sparse_text.command("longformer", sparse_text.runs(8192, 32)["longformer"], args, tmp_path / "l")
-    assert cmd[cmd.index("--time-budget") + 1] == "10m" and "--max-steps" not in cmd
+    assert cmd[cmd.index("--time") + 1] == "10m" and "--steps" not in cmd
     assert "train.eval_every=50" in cmd and "train.eval_tokens=65536" in cmd and "data.seq_len=8192" in cmd
     plain = sparse_text.command("gpt", None, _args(), tmp_path / "g")
-    assert plain[plain.index("--max-steps") + 1] == "600" and "train.eval_every=null" in plain
+    assert plain[plain.index("--steps") + 1] == "600" and "train.eval_every=null" in plain
 
 
 def test_time_to_target_is_the_first_score_at_or_below_the_dense_final(tmp_path):

@@ -23,7 +23,7 @@ def _last_json(out: str) -> dict:
 @pytest.fixture(scope="module")
 def run_dir(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("cli") / "run"
-    assert cli.main(["train", *TINY, "--max-steps", "12", "--out", str(out), "--json"]) == 0
+    assert cli.main(["train", *TINY, "--steps", "12", "--out", str(out), "--json"]) == 0
     return out
 
 
@@ -35,7 +35,7 @@ def test_train_json_reports_the_required_fields(run_dir):
 
 
 def test_train_prints_one_json_object_last(tmp_path, capsys):
-    assert cli.main(["train", *TINY, "--max-steps", "2", "--out", str(tmp_path / "r"), "--json",
+    assert cli.main(["train", *TINY, "--steps", "2", "--out", str(tmp_path / "r"), "--json",
                      "train.seed=3"]) == 0  # options and key=value in any order
     r = _last_json(capsys.readouterr().out)
     assert REQUIRED <= set(r) and r["steps"] == 2
@@ -64,7 +64,7 @@ def test_eval_uses_the_precision_the_run_trained_in(trained_in, other, tmp_path,
     # other precision, it gives (slightly) different ones, so the precision really reached the model.
     out = tmp_path / trained_in
     assert cli.main(["train", *TINY, "model.d_model=16", "data.seq_len=16", "train.eval_tokens=256",
-                     f"train.precision={trained_in}", "--max-steps", "2", "--out", str(out), "--json"]) == 0
+                     f"train.precision={trained_in}", "--steps", "2", "--out", str(out), "--json"]) == 0
     trained = _last_json(capsys.readouterr().out)
     assert cli.main(["eval", str(out), "--max-tokens", "256", "--json"]) == 0
     assert _last_json(capsys.readouterr().out)["val_loss"] == pytest.approx(trained["val_loss"], rel=1e-6)
@@ -85,7 +85,7 @@ def test_resume_continues_to_more_steps(run_dir, tmp_path, capsys):
     import shutil
     copy = tmp_path / "copy"
     shutil.copytree(run_dir, copy)
-    assert cli.main(["train", "--resume", str(copy), "--max-steps", "14", "--json"]) == 0
+    assert cli.main(["train", "--resume", str(copy), "--steps", "14", "--json"]) == 0
     r = _last_json(capsys.readouterr().out)
     assert r["steps"] == 14 and r["tokens"] == 14 * 8 * 32 and r["run_dir"] == str(copy)
 
@@ -95,7 +95,7 @@ def test_memory_model_trains_on_streams_and_evaluates_with_a_longer_memory(tmp_p
     argv = ["train", "--member", "transformer_xl", "model.d_model=32", "model.heads.n_heads=2",
             "model.depth.n_layers=2", "model.state.mem_len=16", "model.dropout=0.0", "data.stream=true",
             "data.seq_len=16", "train.batch_size=4", "train.eval_tokens=2048", "train.progress=false",
-            "train.tensorboard=false", "--max-steps", "4", "--out", str(out), "--json"]
+            "train.tensorboard=false", "--steps", "4", "--out", str(out), "--json"]
     assert cli.main(argv) == 0
     trained = _last_json(capsys.readouterr().out)
     assert cli.main(["eval", str(out), "--max-tokens", "2048", "--json"]) == 0
@@ -111,14 +111,14 @@ def test_memory_model_trains_on_streams_and_evaluates_with_a_longer_memory(tmp_p
 
 @pytest.mark.parametrize("argv, words", [
     (["train", "train.precision=fp8"], ["train.precision='fp8'", "auto, bf16, fp16, fp32"]),
-    (["train", "model.heads.n_kv=2", "--max-steps", "1"], ["unknown heads keys", "n_kv_heads"]),
+    (["train", "model.heads.n_kv=2", "--steps", "1"], ["unknown heads keys", "n_kv_heads"]),
     (["train", "lr=3"], ["must start with one of", "train.lr"]),
     (["train", "-c", "nope"], ["config 'nope' not found", "available configs"]),
-    (["train", "--member", "gtp", "--max-steps", "1"], ["unknown member 'gtp'", "gpt"]),
-    (["train", "--time-budget", "soon"], ["train.time_budget='soon'", "5m"]),
+    (["train", "--member", "gtp", "--steps", "1"], ["unknown member 'gtp'", "gpt"]),
+    (["train", "--time", "soon"], ["train.time_budget='soon'", "5m"]),
     (["train", "--resume", "/nonexistent/run"], ["does not exist"]),
     (["eval", "/nonexistent/run"], ["does not exist"]),
-    (["train", "data.corpus=nosuchcorpus", "--max-steps", "1"], ["unknown corpus", "tinyshakespeare"]),
+    (["train", "data.corpus=nosuchcorpus", "--steps", "1"], ["unknown corpus", "tinyshakespeare"]),
 ])
 def test_bad_options_are_one_line_exit_2(argv, words, capsys, tmp_path):
     assert cli.main([*argv, "--out", str(tmp_path / "x")] if argv[0] == "train" and "--resume" not in argv
@@ -140,7 +140,7 @@ def test_data_dir_flag(tmp_path, monkeypatch, capsys):
     shared = os.environ["TFAMILY_DATA"]
     monkeypatch.delenv("TFAMILY_DATA")
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
-    args = ["train", *TINY, "data.corpus=kjv", "data.vocab=byte", "--max-steps", "1"]
+    args = ["train", *TINY, "data.corpus=kjv", "data.vocab=byte", "--steps", "1"]
     assert cli.main([*args, "--out", str(tmp_path / "a")]) == 2
     assert "kjv.txt" in capsys.readouterr().err
     assert cli.main([*args, "--out", str(tmp_path / "b"), "--data-dir", shared, "--json"]) == 0
@@ -148,7 +148,7 @@ def test_data_dir_flag(tmp_path, monkeypatch, capsys):
 
 
 def test_demo_reports_bpc_and_a_sample(tmp_path, capsys):
-    argv = ["demo", "--time-budget", "6s", "--out", str(tmp_path / "demo"), "--sample-tokens", "60",
+    argv = ["demo", "--time", "6s", "--out", str(tmp_path / "demo"), "--sample-tokens", "60",
             "model.d_model=32", "model.heads.n_heads=2", "model.depth.n_layers=1", "train.eval_tokens=4096",
             "train.progress=false", "train.tensorboard=false"]
     assert cli.main(argv) == 0

@@ -66,9 +66,9 @@ def test_two_process_run_resumes_exactly(tmp_path):
     # stopping at 4 and extending to 8 steps follows the same schedule as 8 steps at once.
     extra = ["model.dropout=0.1", "train.warmup=0", "train.min_lr_ratio=1.0"]
     _train(full, 2, *extra)
-    _train(part, 2, *extra, "--max-steps", "4")
+    _train(part, 2, *extra, "--steps", "4")
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", "-m",
-           "tfamily.cli", "train", "--resume", str(part), "--max-steps", "8"]
+           "tfamily.cli", "train", "--resume", str(part), "--steps", "8"]
     proc = subprocess.run(cmd, env=_env(), capture_output=True, text=True, timeout=240)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert _losses(part) == _losses(full)
@@ -86,9 +86,9 @@ def test_two_processes_carry_memory_like_one_and_resume_it_exactly(tmp_path):
     assert _losses(full) == pytest.approx(_losses(one), rel=1e-5, abs=1e-6)
     carry = checkpoint.load(full).group("carry")
     assert {"memory.0.rank0", "memory.0.rank1", "memory.1.rank0", "memory.1.rank1"} <= set(carry)
-    _train(part, 2, *xl, "--max-steps", "4")
+    _train(part, 2, *xl, "--steps", "4")
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", "-m",
-           "tfamily.cli", "train", "--resume", str(part), "--max-steps", "8"]
+           "tfamily.cli", "train", "--resume", str(part), "--steps", "8"]
     proc = subprocess.run(cmd, env=_env(), capture_output=True, text=True, timeout=240)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert _losses(part) == _losses(full)

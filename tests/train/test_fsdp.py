@@ -77,7 +77,7 @@ def test_parallel_choice_is_checked():
 def test_one_rank_checkpoint_resumes_on_two_fsdp_ranks_bitwise(tmp_path):
     one, part = tmp_path / "one", tmp_path / "part"
     _train(one, 1)  # a plain process, uninterrupted: the reference
-    _train(part, 1, "train.parallel=fsdp", "--max-steps", "4")  # FSDP over a group of one
+    _train(part, 1, "train.parallel=fsdp", "--steps", "4")  # FSDP over a group of one
     assert _losses(part) == pytest.approx(_losses(one)[:4], rel=REL)
     found = _resume(part, 2)
     assert found == {"world_size": 2, "weights_bitwise": True, "optimizer_bitwise": True, "optimizer_meta": True}
@@ -97,7 +97,7 @@ def test_one_rank_checkpoint_resumes_on_two_fsdp_ranks_bitwise(tmp_path):
 def test_two_rank_fsdp_checkpoint_resumes_on_one_rank_and_on_two(tmp_path):
     full, part = tmp_path / "full", tmp_path / "part"
     _train(full, 2, "train.parallel=fsdp")
-    _train(part, 2, "train.parallel=fsdp", "--max-steps", "4")
+    _train(part, 2, "train.parallel=fsdp", "--steps", "4")
     again = tmp_path / "again"
     shutil.copytree(part, again)
     found = _resume(part, 1)

@@ -119,7 +119,7 @@ def test_the_rules_keep_the_papers_sizes_at_the_papers_context(name):
 
 def test_eval_of_a_default_xl_run_carries_memory(tmp_path, capsys):
     out = tmp_path / "xl"
-    assert cli.main(["train", "-c", "tiny", "--member", "transformer_xl", "--max-steps", "2", "--out", str(out),
+    assert cli.main(["train", "-c", "tiny", "--member", "transformer_xl", "--steps", "2", "--out", str(out),
                      "train.eval_tokens=1024", *FAST, "--json"]) == 0
     trained = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert trained["notes"] == []

@@ -90,7 +90,7 @@ def run_dir(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("gen") / "run"
     argv = ["train", "member=gpt", "model.d_model=32", "model.heads.n_heads=2", "model.depth.n_layers=1",
             "model.position.max_len=32", "data.seq_len=32", "train.batch_size=4", "train.eval_tokens=256",
-            "train.progress=false", "train.tensorboard=false", "--max-steps", "1", "--out", str(out)]
+            "train.progress=false", "train.tensorboard=false", "--steps", "1", "--out", str(out)]
     assert cli.main(argv) == 0
     return out
 
@@ -134,7 +134,7 @@ def test_cli_refuses_an_encoder_in_one_line_before_printing(tmp_path, capsys):
     out = tmp_path / "bert"
     argv = ["train", "member=bert", "model.d_model=32", "model.heads.n_heads=2", "model.depth.n_layers=1",
             "model.position.max_len=32", "data.seq_len=32", "train.batch_size=4", "train.eval_tokens=256",
-            "train.progress=false", "train.tensorboard=false", "--max-steps", "1", "--out", str(out)]
+            "train.progress=false", "train.tensorboard=false", "--steps", "1", "--out", str(out)]
     assert cli.main(argv) == 0
     capsys.readouterr()
     assert cli.main(["generate", str(out), "--prompt", "ROMEO:"]) == 2

@@ -62,7 +62,7 @@ def test_a_resumed_run_keeps_its_size():
 
 # -- the first line and threads --------------------------------------------------------------------
 def test_the_first_line_names_the_run_and_its_estimate(tmp_path, capsys):
-    assert cli.main(["train", *TINY, "--max-steps", "10", "--out", str(tmp_path / "r"), "--json"]) == 0
+    assert cli.main(["train", *TINY, "--steps", "10", "--out", str(tmp_path / "r"), "--json"]) == 0
     lines = capsys.readouterr().err.splitlines()
     first = lines[0]
     for field in ("gpt (small)", "M parameters", "256 tokens per step", "cpu (", "fp32", "1 thread",
@@ -112,7 +112,7 @@ def test_two_runs_racing_for_one_directory_never_replace_a_finished_run(stage, t
     directory and A is refused at once. Either way one run finishes and the other changes nothing."""
     run, gate = tmp_path / "run", tmp_path / "gate"
     gate.mkdir()
-    argv = ["train", *TINY, "--max-steps", "3", "--out", str(run), "--json"]
+    argv = ["train", *TINY, "--steps", "3", "--out", str(run), "--json"]
     env = {**os.environ, "TFAMILY_TEST_PAUSE": f"{stage}:{gate}"}
     b = subprocess.Popen([sys.executable, "-m", "tfamily.cli", *argv], env=env, stdout=subprocess.PIPE,
                          stderr=subprocess.PIPE, text=True)

@@ -15,7 +15,7 @@ the causal triangle, so ``*_tile_vs_dense`` is time per visited tile relative to
 
 Rows run in the order of ``--seq-lens`` (16K, 4K, 64K: 16K is where the GPU targets bite:
 within 1.1x of the plain call and faster than dense SDPA from 8K up; 64K is the slowest to plan
-and compile), then of ``--patterns``; once ``--budget-s`` has
+and compile), then of ``--patterns``; once ``--time`` has
 passed the remaining rows are recorded as skipped. A failing kernel is recorded in its row's
 ``a_error``/``b_error`` and the run goes on. Rows are rewritten to DIR after each one, so a run
 cut short keeps what it measured; ``flex_floor_profile.txt`` holds torch.profiler's top ops of
@@ -33,6 +33,7 @@ import sys
 import time
 from pathlib import Path
 
+from ..options import renamed, seconds
 from .attention import allowed_pairs, visited_tiles
 from .flex_floor_report import one_line as _one_line
 from .flex_floor_report import plot, profile, sync as _sync
@@ -71,12 +72,13 @@ def add_args(p) -> None:
                         "compiled kernel's OpenMP barriers for a scheduler tick")
     p.add_argument("--warmup", type=int, default=3)
     p.add_argument("--reps", type=int, default=10, help="timed calls per cell (median)")
-    p.add_argument("--budget-s", type=float, default=150.0,
-                   help="start no row after this many seconds (compilation included); the rest are skipped")
+    p.add_argument("--time", type=seconds, default=150.0, metavar="DUR",
+                   help="start no row after this long (compilation included; 150, 90s, 5m); the rest are skipped")
     p.add_argument("--profile", default="sliding_window", help="pattern to profile, or 'none'")
     p.add_argument("--profile-len", type=int, default=16384)
     p.add_argument("--out", default="runs/bench/flex_floor", help="directory for flex_floor.json/.csv/.png")
     p.add_argument("--json", action="store_true", help="print the rows as a JSON list")
+    renamed(p, "--time", "--budget-s")
 
 
 def run(args) -> int:
@@ -112,7 +114,7 @@ def run(args) -> int:
     start, rows, dense = time.perf_counter(), [], {}
     for L in args.seq_lens:
         for name in names:
-            if time.perf_counter() - start > args.budget_s:
+            if time.perf_counter() - start > args.time:
                 rows.append(dict(env, pattern=name, seq_len=L, status="skipped"))
                 continue
             rows.append(dict(env, **_row(name, L, args, device, dense, out)))
@@ -121,7 +123,7 @@ def run(args) -> int:
             write_rows(out, "flex_floor", rows, FIELDS)
     write_rows(out, "flex_floor", rows, FIELDS)
     (out / "flex_floor_meta.json").write_text(json.dumps(dict(
-        env, argv=sys.argv, elapsed_s=round(time.perf_counter() - start, 1), budget_s=args.budget_s,
+        env, argv=sys.argv, elapsed_s=round(time.perf_counter() - start, 1), budget_s=args.time,
         triton=_version("triton")), indent=2))
     try:
         plot(rows, out / "flex_floor.png")

@@ -16,7 +16,7 @@ vanilla one token per window). bpc is over the same targets for both: those at l
 A tokens (the longest A of the run) into their stream, where the memory is full and
 a vanilla window fits. The speed ratio is the paper's table 9 (363x to 1,874x on GPU
 for attention lengths 800 to 3,800).
-Without ``--checkpoint`` a small XL model is trained first (through the shared loop) for ``--train-steps``
+Without ``--checkpoint`` a small XL model is trained first (through the shared loop) for ``--steps``
 on contiguous streams of the corpus, so the bpc values mean something.
 ``--device cuda`` trains and evaluates on the GPU; ``peak_mb`` is the memory each evaluation adds
 (``torch.cuda.max_memory_allocated`` there, the resident high-water mark on the CPU:
@@ -38,6 +38,7 @@ import torch.nn.functional as F
 from ..build import build
 from ..data import StreamBatches, load_corpus
 from ..nn.position import RelativePosition
+from ..options import renamed
 from ..spec import Spec
 from .devices import add_device_arg, meter, resolve
 
@@ -50,7 +51,7 @@ def add_args(p) -> None:
     p.add_argument("--corpus", default="tinyshakespeare", help="text for training and evaluation (no checkpoint)")
     p.add_argument("--data-dir", metavar="DIR", help="data directory (else $TFAMILY_DATA, else the user cache)")
     p.add_argument("--split", default="val", choices=("val", "test"))
-    p.add_argument("--train-steps", type=int, default=300, help="steps to train the small model (no checkpoint)")
+    p.add_argument("--steps", type=int, default=300, help="steps to train the small model (no checkpoint)")
     p.add_argument("--d-model", type=int, default=128)
     p.add_argument("--layers", type=int, default=4)
     p.add_argument("--heads", type=int, default=4)
@@ -68,6 +69,7 @@ def add_args(p) -> None:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", default="runs/bench/xl-eval", help="directory for xl_eval.json/.csv/.png")
     p.add_argument("--json", action="store_true", help="print the rows as a JSON list")
+    renamed(p, "--steps", "--train-steps")
 
 
 def small_xl(vocab_size: int, d_model: int, n_layers: int, n_heads: int, mem_len: int) -> Spec:
@@ -87,7 +89,7 @@ def train_small(spec: Spec, args):
     with tempfile.TemporaryDirectory(prefix="xl-eval-") as run:
         cfg = load(None, {
             "member": "transformer_xl", "data.corpus": args.corpus, "data.stream": True,
-            "data.seq_len": args.seg_len, "train.batch_size": 16, "train.max_steps": args.train_steps,
+            "data.seq_len": args.seg_len, "train.batch_size": 16, "train.max_steps": args.steps,
             "train.lr": 2e-3, "train.weight_decay": 0.01, "train.betas": [0.9, 0.999], "train.warmup": 20,
             "train.min_lr_ratio": 0.0, "train.grad_clip": 1.0, "train.precision": "fp32",
             "train.seed": args.seed, "train.eval_every": None, "train.eval_tokens": 1, "train.ckpt_every": None,
@@ -184,15 +186,15 @@ def _load(args):
         return tr.model, corpus, cfg.data.seq_len, tr.spec.state.mem_len, f"{args.checkpoint}"
     corpus = load_corpus(args.corpus, args.data_dir)
     spec = small_xl(corpus.vocab.size, args.d_model, args.layers, args.heads, args.mem_len)
-    model = train_small(spec, args) if args.train_steps > 0 else build(spec).to(args.device)
+    model = train_small(spec, args) if args.steps > 0 else build(spec).to(args.device)
     model.eval()
     return model, corpus, args.seg_len, args.mem_len, (f"transformer_xl d{args.d_model} L{args.layers} "
-                                                       f"trained {args.train_steps} steps on {corpus.name}")
+                                                       f"trained {args.steps} steps on {corpus.name}")
 
 
 def run(args) -> int:
-    for name in ("train_steps", "tokens", "rows", "seg_len", "mem_len"):
-        lo = 0 if name == "train_steps" else 1
+    for name in ("steps", "tokens", "rows", "seg_len", "mem_len"):
+        lo = 0 if name == "steps" else 1
         if getattr(args, name) < lo:
             raise ValueError(f"--{name.replace('_', '-')} must be >= {lo}, got {getattr(args, name)}")
     resolve(args.device)  # refuse a missing GPU before training anything

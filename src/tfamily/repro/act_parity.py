@@ -32,6 +32,7 @@ from torch.nn import functional as F
 
 from ..bench.results import print_rows, write_rows
 from ..nn.depth import ACT
+from ..options import seconds
 from .stream import StreamTask, loop_config
 
 
@@ -41,7 +42,8 @@ def add_args(p) -> None:
     p.add_argument("--no-baseline", action="store_true",
                    help="skip the model without ACT (e.g. a longer run of one tau after a sweep)")
     p.add_argument("--steps", type=int, default=20000, help="training steps per setting (at most)")
-    p.add_argument("--time", type=float, default=0.0, help="seconds of training per setting (0: no limit)")
+    p.add_argument("--time", type=seconds, metavar="DUR", default=0.0,
+                   help="time of training per setting (0: no limit)")
     p.add_argument("--dim", type=int, default=64, help="input size (the paper: 64)")
     p.add_argument("--hidden", type=int, default=128, help="tanh units (the paper: 128)")
     p.add_argument("--batch", type=int, default=128)

@@ -28,6 +28,7 @@ import time
 from pathlib import Path
 
 from ..bench.results import print_rows, write_rows
+from ..options import seconds
 from . import budget
 from .plots import save_bpc_curves
 
@@ -44,7 +45,8 @@ PAPER = {"all": 1.062, "no_all_positions": 2.482, "no_intermediate": 1.158, "no_
 def add_args(p) -> None:
     p.add_argument("--runs", nargs="+", default=[r for r in RUNS if r != "none"], choices=list(RUNS))
     p.add_argument("--corpus", default="tinyshakespeare")
-    p.add_argument("--time", type=float, default=300.0, help="seconds of training per run (the equal budget)")
+    p.add_argument("--time", type=seconds, metavar="DUR", default=300.0,
+                   help="time of training per run (the equal budget)")
     p.add_argument("--steps", type=int, default=None, help="budget in steps instead of --time")
     p.add_argument("--layers", type=int, default=12)
     p.add_argument("--d-model", type=int, default=64)

@@ -1,6 +1,6 @@
 """MNIST pixel decoders: local 2D attention against dense causal attention, same wall-clock budget.
 
-`tfamily repro mnist-local2d --out DIR --budget 4m` trains two autoregressive pixel
+`tfamily repro mnist-local2d --out DIR --time 4m` trains two autoregressive pixel
 models on the MNIST t10k file split 9,000 train / 1,000 test (``load_mnist_t10k``):
 
 * ``local_2d``: the Image Transformer's local 2D attention (Parmar et al. 2018,
@@ -11,7 +11,7 @@ models on the MNIST t10k file split 9,000 train / 1,000 test (``load_mnist_t10k`
 
 Both models have the same shape and initial weights (the pattern has no parameters),
 see the same images in the same batches (``train/tasks/pixels.PixelTask``), and train
-through the shared loop (``train.Trainer``) for the same wall-clock ``--budget`` each
+through the shared loop (``train.Trainer``) for the same wall-clock ``--time`` each
 (training plus its curve evaluations), with a warm-up + cosine schedule whose end
 follows the measured step rate. Intensities are quantised to ``--levels`` bins (256 =
 all 8 bits); both models are scored on that same quantisation: test bits per dimension
@@ -36,6 +36,7 @@ import torch
 from torch import Tensor
 
 from ..bench.results import print_rows, write_rows
+from ..options import renamed
 from .plots import save_curves, save_grid
 
 MODELS = ("local_2d", "dense")
@@ -46,9 +47,9 @@ FIELDS = ["model", "pattern", "kernel", "order", "query_block", "memory", "densi
 
 
 def add_args(p) -> None:
-    p.add_argument("--budget", default="4m", help="wall-clock time per model (training and curve points): "
+    p.add_argument("--time", default="4m", help="wall-clock time per model (training and curve points): "
                                                   "300, 90s, 4m, 1h")
-    p.add_argument("--max-steps", type=int, default=None, help="also stop after this many steps")
+    p.add_argument("--steps", type=int, default=None, help="also stop after this many steps")
     p.add_argument("--levels", type=int, default=256, help="intensity bins per pixel (256 = 8 bits)")
     p.add_argument("--batch-size", type=int, default=8)
     p.add_argument("--d-model", type=int, default=128)
@@ -74,6 +75,8 @@ def add_args(p) -> None:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", default="runs/repro/mnist-local2d")
     p.add_argument("--json", action="store_true")
+    renamed(p, "--time", "--budget")
+    renamed(p, "--steps", "--max-steps")
 
 
 def check_args(args) -> None:
@@ -138,7 +141,7 @@ def config_for(kind: str, args, out: Path):
     from ..train.config import load
     return load(None, {
         "member": "image_transformer_2d", "name": kind, "data.corpus": "mnist-t10k",
-        "train.batch_size": args.batch_size, "train.max_steps": args.max_steps, "train.time_budget": args.budget,
+        "train.batch_size": args.batch_size, "train.max_steps": args.steps, "train.time_budget": args.time,
         "train.lr": args.lr, "train.warmup": args.warmup, "train.weight_decay": 0.1, "train.betas": [0.9, 0.95],
         "train.min_lr_ratio": 0.1, "train.grad_clip": 1.0, "train.precision": args.precision,
         "train.device": args.device, "train.threads": args.threads, "train.seed": args.seed,

@@ -27,6 +27,7 @@ from pathlib import Path
 import torch
 
 from ..bench.results import print_rows, write_rows
+from ..options import seconds
 from . import budget
 
 MODELS = {  # name -> (member, spec overrides beyond the shared width)
@@ -46,7 +47,8 @@ COLUMNS = [("model", "model", "<14"), ("member", "member", "<22"), ("params", "p
 
 def add_args(p) -> None:
     p.add_argument("--models", nargs="+", default=list(MODELS), choices=list(MODELS))
-    p.add_argument("--time", type=float, default=180.0, help="seconds of training per model (the equal budget)")
+    p.add_argument("--time", type=seconds, metavar="DUR", default=180.0,
+                   help="time of training per model (the equal budget)")
     p.add_argument("--steps", type=int, default=None, help="budget in steps instead of --time")
     p.add_argument("--time-cap", type=float, default=None, metavar="SECONDS",
                    help="with --steps: also stop at this many seconds (equal steps where they fit; "

@@ -70,7 +70,7 @@ def runs(seq_len: int, block: int) -> dict:
 def command(member: str, params: dict | None, args, out: Path) -> list[str]:
     cmd = [sys.executable, "-m", "tfamily.cli", "train", "--member", member, "--json", "--out", str(out),
            "--precision", args.precision,
-           *(["--time-budget", str(args.time)] if getattr(args, "time", None) else ["--max-steps", str(args.steps)]),
+           *(["--time", str(args.time)] if getattr(args, "time", None) else ["--steps", str(args.steps)]),
            f"data.corpus={args.corpus}", "data.vocab=char", f"data.seq_len={args.seq_len}",
            f"model.d_model={args.d_model}", f"model.depth.n_layers={args.layers}",
            f"model.heads.n_heads={args.heads}", "model.dropout=0.0", f"model.position.max_len={args.seq_len}",

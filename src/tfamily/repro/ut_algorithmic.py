@@ -45,6 +45,7 @@ from .. import members
 from ..bench.results import print_rows, write_rows
 from ..build import build
 from ..models.generate import greedy_decode
+from ..options import seconds
 from ..spec import Spec
 from ..train.device import resolve_device
 from ..train.evaluate import to_device
@@ -65,7 +66,8 @@ def add_args(p) -> None:
     p.add_argument("--tasks", nargs="+", default=list(TASKS), help=f"subset of {', '.join(TASKS)}")
     p.add_argument("--models", nargs="+", default=list(MODELS), help=f"subset of {', '.join(MODELS)}")
     p.add_argument("--steps", type=int, default=5000, help="training steps per task and model (at most)")
-    p.add_argument("--time", type=float, default=0.0, help="seconds of training per task and model (0: no limit)")
+    p.add_argument("--time", type=seconds, metavar="DUR", default=0.0,
+                   help="time of training per task and model (0: no limit)")
     p.add_argument("--d-model", type=int, default=128)
     p.add_argument("--heads", type=int, default=4)
     p.add_argument("--depth", type=int, default=8, help="UT steps (max steps with ACT) and vanilla layers")

@@ -15,6 +15,7 @@ import math
 import sys
 
 from ..compare import add_compare_args  # compare.py imports no torch at module level
+from ..options import renamed
 from .sweep import POPGYM_EASY
 from .sweep import TORSOS as SWEEP_TORSOS  # sweep.py imports no torch at module level
 
@@ -88,7 +89,8 @@ def add_parser(sub) -> None:
 
 def _run_settings(p) -> None:
     """Rollout, PPO, torso and loop options shared by train and sweep."""
-    p.add_argument("--time-budget", metavar="DUR", help="wall-clock budget (per run), e.g. 5m")
+    p.add_argument("--time", metavar="DUR", help="wall-clock budget (per run), e.g. 5m")
+    renamed(p, "--time", "--time-budget")
     # Defaults are filled in by _shared, so a resumed run can tell a given flag from a default.
     p.add_argument("--lr", type=float, help=f"default {DEFAULTS['lr']}")
     p.add_argument("--n-envs", type=int, help=f"default {DEFAULTS['n_envs']}")
@@ -118,7 +120,7 @@ def _settings(items: list[str]) -> dict:
 
 
 def _resume_overrides(args) -> dict:
-    """The dotted overrides a resumed run honours (--steps as a new total, --time-budget,
+    """The dotted overrides a resumed run honours (--steps as a new total, --time,
     --ckpt-every, --no-progress); any other flag given must equal what the run was trained with."""
     from pathlib import Path
 
@@ -145,8 +147,8 @@ def _resume_overrides(args) -> dict:
         params = cfg["data"]["task_params"]
         per = params["epochs"] * params["minibatches"]
         overrides["train.max_steps"] = math.ceil(args.steps / (params["n_envs"] * params["rollout"])) * per
-    if args.time_budget:
-        overrides["train.time_budget"] = args.time_budget
+    if args.time:
+        overrides["train.time_budget"] = args.time
     if args.ckpt_every is not None:
         overrides["train.ckpt_every"] = args.ckpt_every
     if args.no_progress:
@@ -179,7 +181,7 @@ def _train_run(args, rl_config, train) -> dict:
     if args.gate_bias is not None:
         torso["gate_bias"] = args.gate_bias
     cfg = rl_config(args.env, args.member or "gtrxl", args.steps, seed=args.seed or 0, out=args.out,
-                    lr=_given(args, "lr"), time_budget=args.time_budget, torso=torso, settings=settings,
+                    lr=_given(args, "lr"), time_budget=args.time, torso=torso, settings=settings,
                     progress=not args.no_progress, ckpt_every=args.ckpt_every)
     return train(cfg)
 
@@ -210,7 +212,7 @@ def _sweep(args) -> int:
             kind, step = status(run)
             print(f"[{i}/{len(runs)}] {run.dir}: {kind}" + ("" if step is None else f" (update {step})"))
         return 0
-    sweep(runs, jobs=args.jobs, progress=not args.no_progress, time_budget=args.time_budget,
+    sweep(runs, jobs=args.jobs, progress=not args.no_progress, time_budget=args.time,
           threads=args.threads, log=stderr_log)
     print(f"{len(runs)} runs in {args.out}; table: tfamily rl table {args.out}")
     return 0

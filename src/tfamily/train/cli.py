@@ -1,7 +1,7 @@
 """`tfamily train`, `tfamily eval`, `tfamily generate`, `tfamily demo`.
 
-    tfamily train -c demo model.depth.n_layers=6 train.lr=2e-3 --max-steps 2000 --json
-    tfamily train --resume runs/train/demo --max-steps 4000
+    tfamily train -c demo model.depth.n_layers=6 train.lr=2e-3 --steps 2000 --json
+    tfamily train --resume runs/train/demo --steps 4000
     tfamily eval runs/train/demo --split test --json
     tfamily generate runs/train/demo --prompt "ROMEO:" --tokens 400
     torchrun --standalone --nproc_per_node=2 -m tfamily.cli train -c demo
@@ -16,6 +16,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+from ..options import renamed
 from .config import PRECISIONS
 from .flags import flag_overrides
 from .rundir import pause_point
@@ -59,8 +60,8 @@ def add_parser(sub) -> None:
     p.add_argument("--init-from", metavar="DIR",
                    help="start from these weights: a Hugging Face directory or a tfamily run; its spec replaces the "
                         "member's, model.* overrides change axes, the start line names new and dropped weights")
-    p.add_argument("--max-steps", type=int, help="stop after this many optimiser steps")
-    p.add_argument("--time-budget", metavar="DUR",
+    p.add_argument("--steps", type=int, help="stop after this many optimiser steps")
+    p.add_argument("--time", metavar="DUR",
                    help="wall-clock budget for training plus its final evaluation, e.g. 5m, 90s, 1h")
     p.add_argument("--out", metavar="DIR", help="run directory (default runs/train/<name>)")
     p.add_argument("--precision", choices=PRECISIONS,
@@ -71,6 +72,8 @@ def add_parser(sub) -> None:
     p.add_argument("--activation-checkpointing", action="store_true",
                    help="recompute layer activations in backward to save memory")
     p.add_argument("--seed", type=int)
+    renamed(p, "--steps", "--max-steps")
+    renamed(p, "--time", "--time-budget")
     _common(p)
     p.set_defaults(func=_train)
 
@@ -108,9 +111,10 @@ def add_parser(sub) -> None:
     p.__class__ = _Intermixed
     p.add_argument("overrides", nargs="*", metavar="KEY=VALUE", help="overrides of the demo config")
     p.add_argument("-c", "--config", default="demo", help="config (default: demo, the packaged tfamily/configs/demo.yaml)")
-    p.add_argument("--time-budget", metavar="DUR", default="5m",
+    p.add_argument("--time", metavar="DUR", default="5m",
                    help="the whole demo's wall time, training plus evaluation and sample (default 5m)")
     p.add_argument("--out", metavar="DIR", help="run directory (default runs/demo/<time>)")
+    renamed(p, "--time", "--time-budget")
     p.add_argument("--sample-tokens", type=int, default=500)
     _common(p)
     p.set_defaults(func=_demo)

@@ -11,7 +11,8 @@ A config file (YAML or TOML; the named ones ship in ``tfamily/configs/``) has th
 Command-line ``key=value`` overrides address the same tree with dotted keys
 (``model.heads.n_kv_heads=2``, ``train.lr=3e-3``, ``data.corpus=kjv``); values
 are parsed as YAML scalars, so ``true``, ``256``, ``3e-3`` and ``[0.9, 0.95]``
-mean what they say. Unknown keys are refused with the list of valid ones.
+mean what they say. Unknown keys are refused with the list of valid ones. Files, ``base`` and
+overrides are merged by OmegaConf, so a value may name another: ``data.seq_len=${model.position.max_len}``.
 """
 from __future__ import annotations
 
@@ -25,8 +26,11 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from omegaconf import DictConfig, OmegaConf
+from omegaconf.errors import OmegaConfBaseException
 
 from ..data.subword import bpe_size
+from ..options import parse_duration
 from ..textload import check_depth, load_yaml
 
 SECTIONS = ("name", "member", "model", "data", "train", "size")
@@ -212,7 +216,7 @@ def validate(cfg: Config) -> None:
     from .finetune import check_settings
     check_settings(t.init_from, t.lora)
     if t.max_steps is None and t.time_budget is None:
-        raise ValueError("set train.max_steps or train.time_budget (--max-steps N / --time-budget 5m); "
+        raise ValueError("set train.max_steps or train.time_budget (--steps N / --time 5m); "
                          "a run needs an end")
     _int("data.seq_len", d.seq_len, 1)
     if (d.corpus is None) == (d.task is None):
@@ -229,26 +233,6 @@ def validate(cfg: Config) -> None:
         raise ValueError(f"data.stream must be true or false (or null: the member decides), got {d.stream!r}")
     if not isinstance(d.download, bool):
         raise ValueError(f"data.download must be true or false, got {d.download!r}")
-
-
-_UNITS = {"": 1.0, "s": 1.0, "m": 60.0, "h": 3600.0}
-
-
-def parse_duration(value, what: str = "time budget") -> float | None:
-    """'5m' -> 300.0, '90s' / '90' / 90 -> 90.0, '1.5h' -> 5400.0, None -> None."""
-    if value is None:
-        return None
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        seconds = float(value)
-    else:
-        m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*([smh]?)\s*", str(value))
-        if not m:
-            raise ValueError(f"{what}={value!r} is not a duration; use e.g. 300, 90s, 5m or 1.5h")
-        seconds = float(m.group(1)) * _UNITS[m.group(2)]
-    if not math.isfinite(seconds) or seconds <= 0:
-        raise ValueError(f"{what} must be a positive, finite duration, got {value!r}; use e.g. 300, 90s, 5m "
-                         f"or 1.5h, or leave it unset and stop with max_steps")
-    return seconds
 
 
 _RUN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
@@ -282,13 +266,13 @@ def check_resume(meta: dict, overrides: dict[str, Any]) -> None:
     max_steps = overrides.get("train.max_steps", saved.get("max_steps"))
     budget = overrides.get("train.time_budget", saved.get("time_budget"))
     if isinstance(max_steps, int) and not isinstance(max_steps, bool) and max_steps <= step:
-        given = "--max-steps" if "train.max_steps" in overrides else "its train.max_steps"
+        given = "--steps" if "train.max_steps" in overrides else "its train.max_steps"
         raise ValueError(f"the checkpoint is at step {step} and {given} is {max_steps}: nothing to train; "
-                         f"pass --max-steps N with N > {step} to train longer (or `tfamily eval` to score it)")
+                         f"pass --steps N with N > {step} to train longer (or `tfamily eval` to score it)")
     seconds = parse_duration(budget, "train.time_budget") if budget is not None else None
     if seconds is not None and meta.get("elapsed", 0.0) >= seconds:
         raise ValueError(f"the run has used {meta['elapsed']:.0f} s of its time budget {budget!r}: nothing to "
-                         f"train; pass --time-budget longer than {meta['elapsed']:.0f}s to train longer")
+                         f"train; pass --time longer than {meta['elapsed']:.0f}s to train longer")
 
 
 # -- files and overrides -------------------------------------------------------------------
@@ -361,38 +345,44 @@ def parse_overrides(items: list[str]) -> dict[str, Any]:
     return out
 
 
+_ABSENT = object()
+
+
+def _tree(layers: list[dict], overrides: dict[str, Any]) -> dict:
+    """``layers`` merged in order (mappings recurse, anything else is replaced), then each dotted
+    override set (intermediate mappings created), as a plain dict with ``${key}`` references
+    resolved. Merging and setting are OmegaConf's; its errors become one ValueError."""
+    try:
+        tree = OmegaConf.merge(*map(OmegaConf.create, layers))
+        for key, value in overrides.items():
+            parts = key.split(".")
+            for i in range(1, len(parts)):  # OmegaConf.update would replace a value with a mapping
+                node = OmegaConf.select(tree, ".".join(parts[:i]), default=_ABSENT)
+                if node is not _ABSENT and not isinstance(node, DictConfig):
+                    raise ValueError(f"override {key!r}: {parts[i - 1]!r} is {node!r}, not a mapping; make "
+                                     f"{parts[i - 1]!r} a mapping of settings in the config, or drop the override")
+            OmegaConf.update(tree, key, value, merge=False)
+        return OmegaConf.to_container(tree, resolve=True)
+    except OmegaConfBaseException as e:
+        raise ValueError(f"config key {getattr(e, 'full_key', '') or '(top)'}: {str(e).splitlines()[0]}") from e
+
+
 def apply_overrides(d: dict, overrides: dict[str, Any]) -> dict:
     """Set dotted keys in a nested dict (a copy); intermediate mappings are created."""
-    d = copy.deepcopy(d)
-    for key, value in overrides.items():
-        parts = key.split(".")
-        node = d
-        for p in parts[:-1]:
-            if not isinstance(node.get(p, {}), dict):
-                raise ValueError(f"override {key!r}: {p!r} is {node[p]!r}, not a mapping; make {p!r} a mapping "
-                                 f"of settings in the config, or drop the override")
-            node = node.setdefault(p, {})
-        node[parts[-1]] = value
-    return d
+    return _tree([d], overrides)
 
 
 def deep_merge(base: dict, update: dict) -> dict:
     """``update`` over ``base``, recursing into mappings (lists are replaced)."""
-    out = copy.deepcopy(base)
-    for k, v in update.items():
-        out[k] = deep_merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else copy.deepcopy(v)
-    return out
+    return _tree([base, update], {})
 
 
 def load(config: str | Path | None = None, overrides: list[str] | dict | None = None,
          base: dict | None = None) -> Config:
     """Read a config file (or start from ``base``/defaults) and apply ``key=value`` overrides."""
-    d = dict(base or {})
-    if config is not None:
-        d = deep_merge(d, read_file(find_config(config)))
-    if overrides:
-        d = apply_overrides(d, overrides if isinstance(overrides, dict) else parse_overrides(overrides))
-    return from_dict(d)
+    layers = [base or {}, *([read_file(find_config(config))] if config is not None else [])]
+    overrides = overrides if isinstance(overrides, dict) else parse_overrides(overrides or [])
+    return from_dict(_tree(layers, overrides))
 
 
 def dump(cfg: Config, path: Path) -> None:

@@ -26,7 +26,7 @@ TARGET_NATS = 1.70  # the issue's target: validation loss <= 1.70 nats/char with
 
 def run(args) -> int:
     t0 = time.perf_counter()
-    total = parse_duration(args.time_budget, "--time-budget")
+    total = parse_duration(args.time, "--time")
     out = args.out or f"runs/demo/{datetime.now():%Y%m%d-%H%M%S}"
     overrides = {**flag_overrides(args), "train.out": out, "train.time_budget": total}
     cfg = load(args.config, overrides, base={"size": "auto"})  # as `tfamily train`: small on a CPU

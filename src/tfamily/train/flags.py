@@ -7,8 +7,7 @@ from typing import Any
 from .config import parse_overrides
 
 # flag -> dotted key
-FLAGS = (("member", "member"), ("size", "size"), ("max_steps", "train.max_steps"),
-         ("time_budget", "train.time_budget"),
+FLAGS = (("member", "member"), ("size", "size"), ("steps", "train.max_steps"), ("time", "train.time_budget"),
          ("out", "train.out"), ("precision", "train.precision"), ("device", "train.device"), ("seed", "train.seed"),
          ("init_from", "train.init_from"))
 

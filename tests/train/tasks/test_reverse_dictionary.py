@@ -111,7 +111,7 @@ def test_make_task_wiring_and_errors(tmp_path, monkeypatch):
 def test_trains_through_the_cli(tmp_path, capsys):
     from tfamily.cli import main
     path = write_dictionary(tmp_path / "dict.txt")
-    rc = main(["train", "--member", "luong_attention", "--max-steps", "3", "--out", str(tmp_path / "run"), "--json",
+    rc = main(["train", "--member", "luong_attention", "--steps", "3", "--out", str(tmp_path / "run"), "--json",
                "data.corpus=null", "data.task=reverse_dictionary", f"data.task_params.path={path}",
                "model.d_model=16", "model.depth.n_layers=1", "train.batch_size=4", "train.eval_tokens=200",
                "train.progress=false", "train.tensorboard=false", "train.threads=1", "train.precision=fp32"])
