@@ -7,7 +7,7 @@ lets query i see keys with |i - j| <= w / 2: tfamily's two-sided ``sliding_windo
 ``w / 2 + 1``. Which tokens are global is an input: the peer's ``global_attention_mask`` is the
 model's ``global_tokens`` (``model(ids, key_padding=real, global_tokens=mask.bool())``). The peer
 pads every input to a multiple of w with masked pad tokens; masked keys change nothing, so tfamily
-runs the input at its own length.
+runs the input at its own length, on the block-sparse kernel (global tokens included: nothing n x n).
 """
 from __future__ import annotations
 
@@ -40,7 +40,8 @@ def spec(config: dict) -> Spec:
     pattern = layers[0] if len(set(windows)) == 1 else {"name": "sliding_window", "params": layers[0]["params"],
                                                          "per_layer": layers}
     return base.override({"member": "longformer", "paper": "Beltagy et al. 2020 (Longformer), from a Hugging Face "
-                          "checkpoint", "pattern": pattern, "heads.global_qkv": True})
+                          "checkpoint", "pattern": pattern, "heads.global_qkv": True,
+                          "kernel": {"name": "blocksparse", "params": {"block_size": "auto"}}})
 
 
 def weights(config: dict, spec_: Spec, w: Weights) -> dict[str, Tensor]:

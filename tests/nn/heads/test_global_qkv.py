@@ -1,12 +1,20 @@
 """Longformer's global tokens (Beltagy et al. 2020, section 3.1): without them the window alone; a
 global query sees every key through its own projections; a windowed query sees its window and the
-global keys, and nothing else."""
+global keys, and nothing else; at a longer length the layer equals a dense reference without
+allocating anything n x n."""
 from __future__ import annotations
 
 import pytest
 import torch
+from einops import rearrange
+from torch.utils._python_dispatch import TorchDispatchMode
 
 from tfamily.build import build
+from tfamily.nn.attention import Attention
+from tfamily.nn.heads import QKVProjection
+from tfamily.nn.heads.global_qkv import GlobalTokenAttention
+from tfamily.nn.kernels import BlockSparseKernel, ReferenceKernel
+from tfamily.nn.patterns import Full, SlidingWindow, dense_mask
 from tfamily.spec import Spec
 
 
@@ -44,3 +52,48 @@ def test_global_tokens_need_a_bool_mask_of_the_input_shape():
     attn = _model().stack.blocks[0].attn
     with pytest.raises(ValueError, match=r"global_tokens must be a \(batch, tokens\) = \(1, 5\) bool tensor"):
         attn(torch.randn(1, 5, 16), global_tokens=torch.ones(1, 4, dtype=torch.bool))
+
+
+class _Largest(TorchDispatchMode):
+    """Records the most elements any op's output holds."""
+
+    def __init__(self):
+        super().__init__()
+        self.most = 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        for t in out if isinstance(out, (tuple, list)) else (out,):
+            if isinstance(t, torch.Tensor):
+                self.most = max(self.most, t.numel())
+        return out
+
+
+def _dense_reference(attn, x, glob, real):
+    """The layer as a dense (b, n, n) mask: window or a global key for the others, all keys for the global."""
+    loc, n = attn.local, x.shape[1]
+    q, k, v = loc.proj.qkv(x, x)
+    sees = (dense_mask(loc.pattern, n, n)[0] | glob[:, None, :]) & real[:, None, :]
+    out, _ = ReferenceKernel()(q, k, v, pattern=Full(), key_padding=sees)
+    qg, kg, vg = (*attn.global_proj.qkv(x, x),)
+    gout, _ = ReferenceKernel()(qg, kg, vg, pattern=Full(), key_padding=real)
+    out = torch.where(glob[:, None, :, None], gout, out)
+    return loc.out_proj(rearrange(out, "b h n e -> b n (h e)"))
+
+
+def test_global_tokens_at_length_1024_equal_the_dense_reference_and_allocate_nothing_n_by_n():
+    torch.manual_seed(0)
+    n = 1024
+    attn = GlobalTokenAttention(Attention(QKVProjection(16, 2, 2, 8), BlockSparseKernel(64),
+                                          SlidingWindow(33, causal=False), 16), QKVProjection(16, 2, 2, 8)).eval()
+    x = torch.randn(2, n, 16)
+    glob = torch.zeros(2, n, dtype=torch.bool)
+    glob[0, [0, 500, 1000]] = glob[1, 7] = True
+    real = torch.ones(2, n, dtype=torch.bool)
+    real[1, 900:] = False
+    with torch.no_grad(), _Largest() as seen:
+        got = attn(x, global_tokens=glob, key_padding=real)
+    assert seen.most < n * n // 4  # the dense mask alone would hold 2 n^2
+    with torch.no_grad():
+        want = _dense_reference(attn, x, glob, real)
+    assert (got[real] - want[real]).abs().max().item() <= 1e-5

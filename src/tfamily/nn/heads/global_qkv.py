@@ -8,8 +8,10 @@ so the pattern depends on the data:
   key, through the sliding-window projections;
 - a global query sees every key, through the global projections Q_g, K_g, V_g.
 Both outputs go through the one output projection, as in the released code. Without global
-tokens the wrapped attention runs alone, at its pattern's cost. With them, the keys each query
-may see are a dense (b, n, n) mask through the kernel's per-query padding: exact, O(n^2) memory.
+tokens the wrapped attention runs alone, at its pattern's cost. With them, the g global keys of the
+row with most are copied in front of the sequence and seen by every query, the originals masked:
+the window plus g columns, on the wrapped kernel's path (sparse for ``blocksparse``), and the g
+global queries against all n keys; nothing is n x n.
 """
 from __future__ import annotations
 
@@ -18,7 +20,7 @@ from einops import rearrange
 from torch import Tensor, nn
 
 from ..attention import Attention
-from ..patterns import Full, dense_mask
+from ..patterns import Full, GlobalTokens, Union
 from .projection import QKVProjection
 
 
@@ -50,20 +52,26 @@ class GlobalTokenAttention(nn.Module):
         real = key_padding if key_padding is not None else torch.ones(b, n, dtype=torch.bool, device=x.device)
         glob = global_tokens & real
         loc = self.local
-        sees = dense_mask(loc.pattern, n, n, device=x.device)[0] | glob[:, None, :]   # (b, n, n)
-        q, k, v = loc.proj.qkv(x, x)
-        drop = loc.dropout if self.training else 0.0
-        out, _ = loc.kernel(q, k, v, pattern=Full(), key_padding=sees & real[:, None, :], dropout_p=drop,
-                            scale=loc.scale)
-        out = rearrange(out, "b h n e -> b n (h e)")
-        # Global queries: gathered (padded to the row with most), attend to all real keys via Q_g, K_g, V_g.
         count = glob.sum(-1)
         order = torch.sort(glob.long(), dim=-1, descending=True, stable=True).indices[:, : int(count.max())]
+        used = torch.arange(order.shape[1], device=x.device)[None] < count[:, None]   # padded slots: not global
+        q, k, v = loc.proj.qkv(x, x)
+        drop = loc.dropout if self.training else 0.0
+        # Every query sees the global keys: copies of them go first (positions 0..g-1, seen by all), the
+        # sequence follows at offset g with its global keys masked, so none is counted twice and the
+        # window (translation-invariant) runs on the kernel's sparse path. Nothing is n x n.
+        g = order.shape[1]
+        k, v = (torch.cat([t.gather(2, order[:, None, :, None].expand(-1, t.shape[1], -1, t.shape[-1])), t], 2)
+                for t in (k, v))
+        pattern = Union(loc.pattern, GlobalTokens(g, causal=False), name="window_and_global_keys")
+        out, _ = loc.kernel(q, k, v, pattern=pattern, q_offset=g, key_padding=torch.cat([used, real & ~glob], 1),
+                            dropout_p=drop, scale=loc.scale)
+        out = rearrange(out, "b h n e -> b n (h e)")
+        # Global queries: gathered (padded to the row with most), attend to all real keys via Q_g, K_g, V_g.
         qg = self.global_proj.q(x.gather(1, order[..., None].expand(-1, -1, x.shape[-1])))
         kg, vg = self.global_proj.kv(x)
         gout, _ = loc.kernel(qg, kg, vg, pattern=Full(), key_padding=real, dropout_p=drop, scale=loc.scale)
         gout = rearrange(gout, "b h g e -> b g (h e)")
-        used = torch.arange(order.shape[1], device=x.device)[None] < count[:, None]   # padded slots: not global
         rows = torch.arange(b, device=x.device)[:, None].expand_as(order)
         out = out.index_put((rows[used], order[used]), gout[used])
         return loc.out_proj(out)
