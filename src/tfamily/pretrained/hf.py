@@ -5,7 +5,8 @@ has a subword vocabulary), which ``AutoModelForCausalLM`` / ``AutoModelForMasked
     tfamily export runs/gpt --format hf --out hf/gpt
 
 The family is the one whose choices the spec makes (learned positions: GPT-2; rotary: Llama,
-Mistral with a sliding window; an encoder: BERT). Its ``FIELDS`` table writes the config and
+Mistral with a sliding window; an encoder: BERT, Longformer with global projections; an
+encoder-decoder: T5). Its ``FIELDS`` table writes the config and
 its ``links`` the weights, the same tables the import reads; the config is then read back
 through the import, and any field of the spec the peer cannot express (a sliding-window
 GPT-2, XL memory, a learned logit scale, an untied head in a family that ties) is refused by
@@ -43,12 +44,15 @@ def family_of(spec: Spec):
     """The family module whose architecture the spec's model and position choose."""
     name = spec.member or "this model"
     if spec.model == "encoder":
-        fam = "bert"
+        fam = "longformer" if spec.heads.global_qkv else "bert"
     elif spec.model == "decoder":
         fam = "llama" if spec.position.name == "rotary" else "gpt2"
+    elif spec.model == "encoder_decoder":
+        fam = "t5"
     else:
         raise ValueError(f"{name} cannot be exported as a Hugging Face checkpoint: model {spec.model!r} has no "
-                         f"peer mapping; supported: decoder (GPT-2, Llama, Mistral), encoder (BERT)")
+                         f"peer mapping; supported: decoder (GPT-2, Llama, Mistral), encoder (BERT, Longformer), "
+                         f"encoder_decoder (T5)")
     return importlib.import_module(f"{__package__}.{fam}")
 
 
@@ -130,7 +134,7 @@ def export_hf(model: nn.Module, out: str | Path, vocab=None) -> dict:
     model = model.eval()
     dtype = next(model.parameters()).dtype
     config["dtype"] = str(dtype).removeprefix("torch.")
-    prefix = fam.PREFIXES[0]
+    prefix = fam.PREFIXES[0] if fam.PREFIXES else ""
     state = {k: v.detach().cpu() for k, v in model.state_dict().items()}
     tensors = {(n if n.startswith(("lm_head.", "cls.")) else prefix + n): t.contiguous().clone()
                for n, t in fam.hf_weights(spec, state).items()}
@@ -155,8 +159,9 @@ def _compare(model: nn.Module, back: nn.Module, seed: int = 0) -> float:
     gen = torch.Generator().manual_seed(seed)
     n = min(16, getattr(getattr(model, "position", None), "max_len", 16) or 16)
     ids = torch.randint(0, model.embed.vocab_size, (2, n), generator=gen).to(next(model.parameters()).device)
+    args = (ids, ids[:, : n // 2]) if model.spec.model == "encoder_decoder" else (ids,)  # source, target
     with torch.no_grad():
-        diff = float((model(ids).float() - back.to(ids.device)(ids).float()).abs().max())
+        diff = float((model(*args).float() - back.to(ids.device)(*args).float()).abs().max())
     if not diff <= ATOL * (1 if next(model.parameters()).dtype == torch.float32 else 100):
         raise ValueError(f"the exported checkpoint's logits differ from the model's by {diff:.3g}; nothing was "
                          f"written (report this as a bug)")

@@ -16,7 +16,7 @@ from torch import Tensor
 
 from ..spec import Spec
 from . import bert
-from .load import PretrainedError, Weights, field
+from .load import Link, PretrainedError, Weights, field, give_links, take_links
 
 PREFIXES = ("longformer.",)
 IGNORE = bert.IGNORE
@@ -44,14 +44,39 @@ def spec(config: dict) -> Spec:
                           "kernel": {"name": "blocksparse", "params": {"block_size": "auto"}}})
 
 
+def config(resolved: dict) -> dict:
+    """config.json for a resolved spec dict: BERT's fields, the window per layer, RoBERTa's positions."""
+    layers = resolved["pattern"]["per_layer"] or [resolved["pattern"]] * resolved["depth"]["n_layers"]
+    return {**bert.config(resolved), "model_type": "longformer", "architectures": ["LongformerForMaskedLM"],
+            "attention_window": [2 * (p["params"]["window"] - 1) for p in layers], "pad_token_id": 1,
+            "max_position_embeddings": resolved["position"]["max_len"] + 2}
+
+
+def links(spec_: Spec) -> list[Link]:
+    """The global projections Q_g, K_g, V_g of every layer (the rest is RoBERTa's, ``bert``)."""
+    d = spec_.d_model
+    return [Link(f"stack.blocks.{i}.attn.global_proj.qkv_proj.{kind}", tuple(
+            f"encoder.layer.{i}.attention.self.{p}_global.{kind}" for p in ("query", "key", "value")), sizes=(d,) * 3)
+            for i in range(spec_.depth.n_layers) for kind in ("weight", "bias")]
+
+
 def weights(config: dict, spec_: Spec, w: Weights) -> dict[str, Tensor]:
-    glob = {}
-    for i in range(spec_.depth.n_layers):
-        h = f"encoder.layer.{i}.attention.self."
-        for kind in ("weight", "bias"):
-            glob[f"stack.blocks.{i}.attn.global_proj.qkv_proj.{kind}"] = torch.cat(
-                [w.take(f"{h}{p}_global.{kind}") for p in ("query", "key", "value")])
+    glob = take_links(w, links(spec_))
     out = bert.weights({**config, "model_type": "roberta"}, spec_, w)
     # The window attention is the wrapped one: its projections sit under ``attn.local``.
     local = {k.replace(".attn.", ".attn.local.", 1) if ".attn." in k else k: t for k, t in out.items()}
     return {**local, **glob}
+
+
+_HEAD = {"cls.predictions.transform.dense": "lm_head.dense", "cls.predictions.transform.LayerNorm":
+         "lm_head.layer_norm", "cls.predictions.bias": "lm_head.bias", "cls.predictions.decoder": "lm_head.decoder"}
+
+
+def hf_weights(spec_: Spec, state: dict[str, Tensor]) -> dict[str, Tensor]:
+    """Checkpoint names from a built model's state: RoBERTa's, positions from pad_token_id + 1 = 2
+    (rows 0 and 1 are the pad's, zero), the head under ``lm_head.``."""
+    out = bert.hf_weights(spec_, {k.replace(".attn.local.", ".attn.", 1): t for k, t in state.items()})
+    table = out["embeddings.position_embeddings.weight"]
+    out["embeddings.position_embeddings.weight"] = torch.cat([table.new_zeros(2, table.shape[1]), table])
+    out = {next((n.replace(a, b, 1) for a, b in _HEAD.items() if n.startswith(a)), n): t for n, t in out.items()}
+    return {**out, **give_links(state, links(spec_))}

@@ -7,7 +7,9 @@ one table per stack), scores not scaled by 1/sqrt(d_head) (``heads.scale = 1.0``
 a ReLU MLP (T5) or a gated GELU (``glu`` with tanh-GELU, T5 v1.1's ``gated-gelu``), and the
 decoder output times d_model^-0.5 before a tied head (``logit_scale``, loaded at that value),
 which T5 v1.1's untied head does not take. The peer's dropout after each stack's final norm is
-not a tfamily site: outputs are equal in eval mode, training drops one site fewer.
+not a tfamily site: outputs are equal in eval mode, training drops one site fewer. ``links`` and
+``config`` also serve ``tfamily export --format hf`` (a tied head, scaled or not, as
+transformers 5 writes T5 and T5 v1.1).
 """
 from __future__ import annotations
 
@@ -15,7 +17,7 @@ import torch
 from torch import Tensor
 
 from ..spec import Spec
-from .load import PretrainedError, Weights, field, refuse_set
+from .load import Link, PretrainedError, Weights, field, give_links, refuse_set, take_links
 
 ACTIVATIONS = {"relu": "relu", "gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh", "gelu": "gelu",
                "silu": "silu", "swish": "silu"}
@@ -72,34 +74,50 @@ def spec(config: dict) -> Spec:
         objective={"name": "seq2seq"}))
 
 
-def _attention(w: Weights, hf: str, ours: str) -> dict[str, Tensor]:
-    return {f"{ours}.proj.qkv_proj.weight": torch.cat([w.take(f"{hf}.{p}.weight") for p in "qkv"]),
-            f"{ours}.out_proj.weight": w.take(f"{hf}.o.weight")}
+def config(resolved: dict) -> dict:
+    """config.json for a resolved spec dict that ``spec`` maps back (checked by the exporter)."""
+    ff, heads = resolved["ff"], resolved["heads"]
+    act = next(k for k, v in ACTIVATIONS.items() if v == ff["activation"])
+    proj = ("gated-" if ff["name"] == "glu" else "") + act
+    return {"model_type": "t5", "architectures": ["T5ForConditionalGeneration"], "is_encoder_decoder": True,
+            "vocab_size": resolved["vocab_size"], "d_model": resolved["d_model"], "d_kv": heads["d_head"],
+            "num_heads": heads["n_heads"], "d_ff": ff["d_ff"], "num_layers": resolved["depth"]["n_enc_layers"],
+            "num_decoder_layers": resolved["depth"]["n_layers"], "feed_forward_proj": proj,
+            **({"dense_act_fn": act} if proj != "gated-gelu" else {}),
+            "relative_attention_num_buckets": resolved["position"]["params"]["num_buckets"],
+            "relative_attention_max_distance": resolved["position"]["params"]["max_distance"],
+            "dropout_rate": resolved["dropout"], "layer_norm_epsilon": resolved["norm"]["params"]["eps"],
+            "tie_word_embeddings": True, "scale_decoder_outputs": resolved["logit_scale"],
+            "decoder_start_token_id": 0, "pad_token_id": 0, "eos_token_id": 1}
 
 
-def _feedforward(w: Weights, hf: str, ours: str, gated: bool) -> dict[str, Tensor]:
-    names = (("wi_0", "gate"), ("wi_1", "up"), ("wo", "down")) if gated else (("wi", "net.0"), ("wo", "net.3"))
-    return {f"{ours}.{b}.weight": w.take(f"{hf}.{a}.weight") for a, b in names}
-
-
-def weights(config: dict, spec_: Spec, w: Weights) -> dict[str, Tensor]:
-    out = {"embed.weight": w.take("shared.weight")}
-    gated = spec_.ff.name == "glu"
+def links(spec_: Spec) -> list[Link]:
+    """Checkpoint names (T5's own) of every weight but the output scale and an untied head."""
+    inner = spec_.heads.n_heads * spec_.d_head
+    ff = (("wi_0", "gate"), ("wi_1", "up"), ("wo", "down")) if spec_.ff.name == "glu" else (("wi", "net.0"),
+                                                                                            ("wo", "net.3"))
+    out = [Link("embed.weight", ("shared.weight",))]
     for stack, n, cross in (("encoder", spec_.depth.n_enc_layers, False), ("decoder", spec_.depth.n_layers, True)):
         for i in range(n):
             h, b = f"{stack}.block.{i}.layer.", f"{stack}.blocks.{i}."
-            out.update(_attention(w, f"{h}0.SelfAttention", f"{b}attn"))
-            out[f"{b}attn_residual.norm.weight"] = w.take(f"{h}0.layer_norm.weight")
-            if cross:
-                out.update(_attention(w, f"{h}1.EncDecAttention", f"{b}cross"))
-                out[f"{b}cross_residual.norm.weight"] = w.take(f"{h}1.layer_norm.weight")
+            sites = (("0.SelfAttention", "attn", "0", "attn_residual"),) + (
+                (("1.EncDecAttention", "cross", "1", "cross_residual"),) if cross else ())
+            for hf, ours, norm, res in sites:
+                out += [Link(f"{b}{ours}.proj.qkv_proj.weight", tuple(f"{h}{hf}.{p}.weight" for p in "qkv"),
+                             sizes=(inner,) * 3), Link(f"{b}{ours}.out_proj.weight", (f"{h}{hf}.o.weight",)),
+                        Link(f"{b}{res}.norm.weight", (f"{h}{norm}.layer_norm.weight",))]
             f = 2 if cross else 1
-            out.update(_feedforward(w, f"{h}{f}.DenseReluDense", f"{b}ff", gated))
-            out[f"{b}ff_residual.norm.weight"] = w.take(f"{h}{f}.layer_norm.weight")
+            out += [Link(f"{b}ff.{ours}.weight", (f"{h}{f}.DenseReluDense.{hf}.weight",)) for hf, ours in ff]
+            out.append(Link(f"{b}ff_residual.norm.weight", (f"{h}{f}.layer_norm.weight",)))
         # Layer 0's table is the stack's: the other layers hold the same part.
-        out[f"{stack}.blocks.0.attn.position.bias.weight"] = w.take(
-            f"{stack}.block.0.layer.0.SelfAttention.relative_attention_bias.weight")
-        out[f"{stack}.final_norm.weight"] = w.take(f"{stack}.final_layer_norm.weight")
+        out.append(Link(f"{stack}.blocks.0.attn.position.bias.weight",
+                        (f"{stack}.block.0.layer.0.SelfAttention.relative_attention_bias.weight",)))
+        out.append(Link(f"{stack}.final_norm.weight", (f"{stack}.final_layer_norm.weight",)))
+    return out
+
+
+def weights(config: dict, spec_: Spec, w: Weights) -> dict[str, Tensor]:
+    out = take_links(w, links(spec_))
     if w.has("lm_head.weight"):
         head = w.take("lm_head.weight")
         if not spec_.tie_embeddings:
@@ -107,3 +125,7 @@ def weights(config: dict, spec_: Spec, w: Weights) -> dict[str, Tensor]:
     if spec_.logit_scale:
         out["head.logit_scale"] = torch.tensor(spec_.d_model ** -0.5)
     return out
+
+
+def hf_weights(spec_: Spec, state: dict[str, Tensor]) -> dict[str, Tensor]:
+    return give_links(state, links(spec_))
