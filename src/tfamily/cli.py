@@ -39,6 +39,14 @@ COMMANDS = {
 }
 
 
+class Parser(argparse.ArgumentParser):
+    """A usage error (an unknown option, a value of the wrong type) in one line, exit status 2, as
+    every other bad input; the full usage stays one `--help` away."""
+
+    def error(self, message: str):
+        self.exit(2, f"{self.prog}: error: {one_line(message)}; see `{self.prog} --help`\n")
+
+
 class UserError(Exception):
     """An error in what the user asked for; printed as one line, exit status 2."""
 
@@ -110,7 +118,7 @@ def make_parser(commands=None) -> argparse.ArgumentParser:
     """The CLI's parser with the full options of ``commands`` (default: all); any other command is
     listed by name and help line only, so its module (and torch) is not imported."""
     from . import __version__
-    parser = argparse.ArgumentParser(prog="tfamily", description="The Transformer family: train, compare, reuse.")
+    parser = Parser(prog="tfamily", description="The Transformer family: train, compare, reuse.")
     parser.add_argument("--version", action="version", version=f"tfamily {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     wanted = set(COMMANDS if commands is None else commands)

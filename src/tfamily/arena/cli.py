@@ -114,6 +114,10 @@ def _run(args) -> int:
 
 def _merge(args) -> int:
     from . import table
-    rows = table.write(args.out, table.collect(args.dirs))
+    found = table.collect(args.dirs)
+    if not found:
+        raise ValueError(f"no finished arena cells (<task>/<member>-s<seed>/cell.json) under {' '.join(args.dirs)}; "
+                         f"pass the --out directories of `tfamily arena` runs")
+    rows = table.write(args.out, found)
     print(table.markdown(rows), end="")
     return 0

@@ -65,12 +65,20 @@ def add_args(p) -> None:
 
 
 def _block(text: str):
-    return text if text == "auto" else int(text)
+    if text == "auto":
+        return text
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a tile size; use an integer >= 1 such as 64, or auto")
+    return int(text)
 
 
 def run(args) -> int:
     if args.rounds < 0:
         raise ValueError(f"--rounds must be >= 0 (0: 3-5 by length), got {args.rounds}")
+    for name in ("seq_lens", "batch", "heads", "d_head"):
+        values = getattr(args, name)
+        if any(v < 1 for v in (values if isinstance(values, list) else [values])):
+            raise ValueError(f"--{name.replace('_', '-')} must be integers >= 1, got {values}")
     if args.worker:
         return _worker(args)
     from ..nn.patterns.examples import examples

@@ -70,10 +70,11 @@ def run(args) -> int:
     if args.worker:
         print(json.dumps(_measure(args)))
         return 0
-    for name in ("lengths", "rounds"):
-        bad = [v for v in getattr(args, name) if v < 1]
+    for name in ("lengths", "rounds", "bucket_size", "batch", "heads", "d_head"):
+        values = getattr(args, name)
+        bad = [v for v in (values if isinstance(values, list) else [values]) if v < 1]
         if bad:
-            raise ValueError(f"--{name} must be positive, got {bad}")
+            raise ValueError(f"--{name.replace('_', '-')} must be positive, got {bad}")
     resolve(args.device)  # refuse a missing GPU before spawning anything
     rows = []
     for L in args.lengths:

@@ -56,6 +56,9 @@ def run(args) -> int:
     bad = [d for d in args.depths if d < 1]
     if bad:
         raise ValueError(f"--depths must be positive, got {bad}")
+    for name in ("seq_len", "batch", "d_model", "heads"):
+        if getattr(args, name) < 1:
+            raise ValueError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
     resolve(args.device)  # refuse a missing GPU before spawning anything
     rows = []
     for kind in args.kinds:

@@ -86,6 +86,9 @@ def measure(seq_len: int, heads: int, d_head: int, tiles: list[tuple[int, int]],
 
 def run(args) -> int:
     import torch
+    for name in ("seq_len", "heads", "d_head", "repeats"):
+        if getattr(args, name) < 1:
+            raise ValueError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
     if args.threads:
         torch.set_num_threads(args.threads)
     tiles = [parse_tile(t) for t in args.tiles]

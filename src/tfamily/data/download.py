@@ -195,9 +195,14 @@ def run(args: argparse.Namespace) -> int:
     for name in args.names:
         try:
             path = download(name, args.data_dir, force=args.force, progress=not args.no_progress)
-        except (OSError, ValueError, urllib.error.URLError) as e:
+        except (ChecksumError, urllib.error.URLError, ConnectionError, TimeoutError) as e:
+            # the network or the server failed, not the request: exit status 4, as the README's table says
+            print(f"tfamily download: error: {name}: {e}; retry later, or download it by hand into the data "
+                  f"directory", file=sys.stderr)
+            return 4
+        except (OSError, ValueError) as e:
             print(f"tfamily download: error: {name}: {e}", file=sys.stderr)
-            return 1
+            return 2
         print(path)
     return 0
 

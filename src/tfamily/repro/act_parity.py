@@ -167,8 +167,8 @@ def run(args) -> int:
     for name in ("steps", "dim", "hidden", "batch", "max_ponder", "eval_sequences", "eval_every"):
         if getattr(args, name) < 1:
             raise ValueError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
-    if any(t < 0 for t in args.taus):
-        raise ValueError(f"--taus must be >= 0, got {args.taus}")
+    if any(not t >= 0 or t == float("inf") for t in args.taus):  # NaN fails t >= 0
+        raise ValueError(f"--taus must be finite and >= 0, got {args.taus}; e.g. --taus 0.01 0.001")
     if args.threads:
         torch.set_num_threads(args.threads)
     log = (lambda m: print(m, file=sys.stderr, flush=True))

@@ -125,7 +125,9 @@ def _resume_overrides(args) -> dict:
     from pathlib import Path
 
     from ..train import checkpoint
+    from .train import check_rl_run
     ck = checkpoint.load(args.resume)
+    check_rl_run(ck)
     cfg, run = ck.meta["config"], ck.path.parent.parent
     if args.out is not None and Path(args.out).expanduser().resolve() != run.resolve():
         raise ValueError(f"--resume continues in the run's own directory {run}; drop --out {args.out} (to branch "

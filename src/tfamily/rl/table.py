@@ -113,6 +113,9 @@ def _order(label: str) -> tuple:
 def load_baselines(path: str | Path | None) -> dict:
     if path is None:
         return {"source": None, "rows": []}
+    if not Path(path).is_file():
+        raise FileNotFoundError(f"--baselines {path} is not a file; pass a JSON file of published rows "
+                                f"(see rl/table.py) or leave the flag out")
     data = load_json(Path(path).read_text(encoding="utf-8"), str(path))
     rows = data.get("rows") if isinstance(data, dict) else None
     need = {"env", "model", "mmer_mean", "ref"}
@@ -201,6 +204,8 @@ def plot_env(env: str, rows: list[dict], out: str | Path) -> Path:
 def write(sweep_dir: str | Path, out: str | Path | None = None, baselines: str | Path | None = None,
           reach: float | None = None) -> dict:
     """table.md, table.csv, table.json and curves/<env>.png for the sweep in ``sweep_dir``."""
+    if reach is not None and not math.isfinite(reach):
+        raise ValueError(f"--reach must be a finite return, got {reach}; e.g. --reach 0.9")
     rows = runs(sweep_dir)
     base = load_baselines(baselines)
     out = Path(out) if out is not None else Path(sweep_dir)

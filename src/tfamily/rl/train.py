@@ -135,7 +135,9 @@ def trainer(cfg: Config, resume: str | Path | None = None) -> Trainer:
 def train(cfg: Config | None = None, *, resume: str | Path | None = None, overrides: dict | None = None) -> dict:
     """Train ``cfg``, or continue the run at ``resume`` (with dotted ``overrides``)."""
     if resume is not None:
-        check_resume(checkpoint.load(resume).meta, overrides or {})
+        ck = checkpoint.load(resume)
+        check_rl_run(ck)
+        check_resume(ck.meta, overrides or {})
         cfg = resume_config(resume, overrides)
     tr = trainer(cfg, resume)
     try:
@@ -164,11 +166,22 @@ def check_resume(meta: dict, overrides: dict) -> None:
     check_budget(meta, {k: v for k, v in overrides.items() if k in ("train.max_steps", "train.time_budget")})
 
 
+def check_rl_run(ck: checkpoint.Loaded) -> None:
+    """Refuse a checkpoint that `tfamily rl train` did not write (a language model's, say)."""
+    params = ((ck.meta.get("config") or {}).get("data") or {}).get("task_params") or {}
+    if not {"n_envs", "rollout", "epochs", "minibatches"} <= set(params):
+        raise ValueError(f"{ck.path} is not a run of `tfamily rl train` (its config has no rollout settings); "
+                         f"a language model's run is read by `tfamily eval` and continued by `tfamily train --resume`")
+
+
 def evaluate_run(run: str | Path, episodes_: int, *, seed: int | None = None) -> dict:
     """Mean return of ``episodes_`` evaluation episodes of the run's last checkpoint."""
     if isinstance(episodes_, bool) or not isinstance(episodes_, int) or episodes_ < 1:
         raise ValueError(f"--episodes must be an integer >= 1, got {episodes_!r}")
+    if seed is not None and seed < 0:
+        raise ValueError(f"--seed must be an integer >= 0, got {seed}; leave it out for the run's own seed")
     ck = checkpoint.load(run)
+    check_rl_run(ck)
     cfg = resume_config(run)
     seed_all(cfg.train.seed)
     policy, rollout = make_policy(cfg)

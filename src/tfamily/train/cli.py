@@ -16,13 +16,14 @@ import sys
 import tempfile
 from pathlib import Path
 
+from ..cli import Parser
 from ..options import renamed
 from .config import PRECISIONS
 from .flags import flag_overrides
 from .rundir import pause_point
 
 
-class _Intermixed(argparse.ArgumentParser):
+class _Intermixed(Parser):
     """Lets key=value overrides and options come in any order (`train -c demo --json
     train.lr=1e-3`); plain argparse takes a positional list only in one piece."""
 

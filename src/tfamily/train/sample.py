@@ -41,6 +41,10 @@ class Trained:
 def load_trained(path: str | Path, device: str = "auto") -> Trained:
     """The model of the checkpoint at ``path`` (a run or checkpoint directory), in eval mode."""
     ck = checkpoint.load(path)
+    if ck.meta.get("spec") is None and "n_envs" in ((ck.meta.get("config") or {}).get("data") or {}).get(
+            "task_params", {}):
+        raise ValueError(f"{ck.path} is a policy of `tfamily rl train`, not a language model; evaluate it with "
+                         f"`tfamily rl eval RUN`")
     if ck.meta.get("spec") is None:
         raise ValueError(f"{ck.path} holds a model built outside the family (Trainer(model=...)), with no spec "
                          f"to rebuild it from; load its weights into that model with checkpoint.load(...).load_weights")
