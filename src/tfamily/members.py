@@ -7,14 +7,14 @@ fields (``d_model=128``), partial axis dicts (``heads=dict(n_kv_heads=2)``) or
 A sparse member's sizes are its paper's, chosen for that paper's context. ``at_context(spec, seq_len)``
 is the member's one rule for a shorter context (its docstring says which): the overrides that keep
 the pattern sparse there. The trainer applies it once ``data.seq_len`` is known
-(``train/resolve.py``); a value the user sets wins.
+(``train/resolve.py``); a value the user sets wins. The rules live in ``contexts.py``.
 """
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from .contexts import blocks_at, buckets_at, fixed_at, query_blocks_at, stride_at, windows_at
 from .registry import MEMBERS
 from .spec import Spec
 
@@ -87,66 +87,22 @@ def bert() -> dict:
                 depth={"n_layers": 12}, ff={"activation": "gelu"}, objective={"name": "masked_lm"})
 
 
+@member("llama", "Grattafiori et al. 2024, The Llama 3 Herd of Models (Llama 3 8B)")
+def llama() -> dict:
+    """Decoder-only LM, Llama 3 8B's shape: rotary positions (base 500000), pre-norm RMSNorm, a
+    SwiGLU feed-forward (``glu`` with SiLU, Shazeer 2020), grouped-query heads (8 key/value heads
+    for 32 query heads, Ainslie et al. 2023), no biases, an untied head, no dropout."""
+    return dict(model="decoder", d_model=4096, dropout=0.0, scale_embeddings=False, logit_scale=False, bias=False,
+                tie_embeddings=False, pattern={"name": "causal"},
+                position={"name": "rotary", "max_len": 8192, "params": {"base": 500000.0}},
+                heads={"n_heads": 32, "n_kv_heads": 8}, residual={"name": "pre_norm"},
+                norm={"name": "rms_norm", "params": {"eps": 1e-5}}, depth={"n_layers": 32},
+                ff={"name": "glu", "activation": "silu", "d_ff": 14336}, objective={"name": "causal_lm"})
+
 # -- sparse attention members: patterns in nn/patterns, block-sparse kernels in nn/kernels ------
 # The Sparse Transformer is two members, one per factorized pattern; the three ways to
 # combine its parts are pattern choices: params combine="heads" | "merged", or
 # pattern.per_layer = [A1, A2] to interleave by layer (see nn/patterns/factorized.py).
-
-def _halved(sizes: dict, fits: Callable[[dict], bool]) -> dict:
-    """``sizes`` halved together (rounding up, so 0 stays 0 and 1 stays 1) until ``fits``
-    them: the ratios between them, which the paper chose, stay."""
-    while not fits(sizes) and any(v > 1 for v in sizes.values()):
-        sizes = {k: (v + 1) // 2 for k, v in sizes.items()}
-    return sizes
-
-
-def _stride_at(spec: dict, seq_len: int) -> dict:
-    # Child et al. 2019, section 4.1: the stride l is chosen close to sqrt(n) (128 = sqrt(16384)).
-    p = spec["pattern"]["params"]
-    return {"pattern": {"params": {"stride": min(p["stride"], max(2, round(math.sqrt(seq_len))))}}}
-
-
-def _fixed_at(spec: dict, seq_len: int) -> dict:
-    # The block l is the power of two nearest sqrt(n), as the paper's l = 128 is for n = 12288 (section
-    # 7.3); the summary c keeps its share of l (32 of 128).
-    p = spec["pattern"]["params"]
-    block = min(p["block"], 2 ** max(1, round(math.log2(seq_len) / 2)))
-    return {"pattern": {"params": {"block": block, "summary": max(1, block * p["summary"] // p["block"])}}}
-
-
-def _windows_at(spec: dict, seq_len: int) -> dict:
-    # Beltagy et al. 2020, section 4.2: the staged training grows the window with the sequence length.
-    layers = spec["pattern"]["per_layer"]
-    sizes = _halved({"all": spec["pattern"]["params"]["window"],
-                     **{i: p["params"]["window"] for i, p in enumerate(layers)}},
-                    lambda s: max(s.values()) <= seq_len // 2)
-    per_layer = [{**p, "params": {**p["params"], "window": sizes[i]}} for i, p in enumerate(layers)]
-    return {"pattern": {"params": {"window": sizes["all"]}, "per_layer": per_layer}}
-
-
-def _blocks_at(spec: dict, seq_len: int) -> dict:
-    # Zaheer et al. 2020, section 2: a query sees 8 blocks (3 window, 2 global, 3 random); with at
-    # least 16 blocks in the context those are at most half of them.
-    block = spec["pattern"]["params"]["block"]
-    return {"pattern": {"params": _halved({"block": block}, lambda s: 16 * s["block"] <= seq_len)}}
-
-
-def _query_blocks_at(block: tuple[str, ...], flange: tuple[str, ...]) -> Callable[[dict, int], dict]:
-    # Parmar et al. 2018, section 3.2: the query block and its memory flange halve together until
-    # the context holds at least 4 query blocks.
-    def rule(spec: dict, seq_len: int) -> dict:
-        p = spec["pattern"]["params"]
-        fits = lambda s: 4 * math.prod(s[k] for k in block) <= seq_len  # noqa: E731
-        return {"pattern": {"params": _halved({k: p[k] for k in block + flange}, fits)}}
-    return rule
-
-
-def _buckets_at(spec: dict, seq_len: int) -> dict:
-    # Kitaev et al. 2020, section 2: about L / bucket_size buckets per round (the chunk is as long);
-    # with at least 8, one round lets a query see at most about an eighth of the keys.
-    size = spec["kernel"]["params"]["bucket_size"]
-    return {"kernel": {"params": _halved({"bucket_size": size}, lambda s: 8 * s["bucket_size"] <= seq_len)}}
-
 
 def _sparse_decoder(pattern: dict, d_model: int, n_heads: int, n_layers: int, max_len: int) -> dict:
     return dict(model="decoder", d_model=d_model, dropout=0.1, pattern=pattern,
@@ -156,7 +112,7 @@ def _sparse_decoder(pattern: dict, d_model: int, n_heads: int, n_layers: int, ma
 
 
 @member("sparse_transformer_strided",
-        "Child et al. 2019, Generating Long Sequences with Sparse Transformers (strided)", _stride_at)
+        "Child et al. 2019, Generating Long Sequences with Sparse Transformers (strided)", stride_at)
 def sparse_transformer_strided() -> dict:
     """Strided factorized attention, A1 and A2 on alternating heads (eq. 5); the paper's
     image setting (stride = image width). Pre-norm, GELU, learned positions. At a shorter
@@ -166,7 +122,7 @@ def sparse_transformer_strided() -> dict:
 
 
 @member("sparse_transformer_fixed",
-        "Child et al. 2019, Generating Long Sequences with Sparse Transformers (fixed)", _fixed_at)
+        "Child et al. 2019, Generating Long Sequences with Sparse Transformers (fixed)", fixed_at)
 def sparse_transformer_fixed() -> dict:
     """Fixed factorized attention (l = 128, c = 32, section 7.3's enwik8 setting), A1 and A2
     on alternating heads; 30 layers of d 512 as in the paper's enwik8 model. At a shorter
@@ -175,7 +131,7 @@ def sparse_transformer_fixed() -> dict:
                            512, 8, 30, 12288)
 
 
-@member("longformer", "Beltagy et al. 2020, Longformer: The Long-Document Transformer", _windows_at)
+@member("longformer", "Beltagy et al. 2020, Longformer: The Long-Document Transformer", windows_at)
 def longformer() -> dict:
     """Autoregressive character LM of section 4: sliding windows growing with depth (from
     32 in the first layer to 512 in the last) plus one global token; 12 layers, d 512. At a
@@ -189,7 +145,7 @@ def longformer() -> dict:
     return spec
 
 
-@member("bigbird", "Zaheer et al. 2020, Big Bird: Transformers for Longer Sequences", _blocks_at)
+@member("bigbird", "Zaheer et al. 2020, Big Bird: Transformers for Longer Sequences", blocks_at)
 def bigbird() -> dict:
     """Global + sliding window + random blocks (blocks of 64: 3-block window, 2 global
     blocks, 3 random blocks per head and layer), as a causal decoder; BERT-base shape. At a
@@ -200,7 +156,7 @@ def bigbird() -> dict:
 
 
 @member("image_transformer_1d", "Parmar et al. 2018, Image Transformer (local 1D)",
-        _query_blocks_at(("block",), ("memory",)))
+        query_blocks_at(("block",), ("memory",)))
 def image_transformer_1d() -> dict:
     """Pixel decoder with 1D local attention: query blocks of 256, 256 positions of memory
     (section 3.2); sequences are images in raster order, vocabulary = 256 intensities. At a
@@ -210,7 +166,7 @@ def image_transformer_1d() -> dict:
 
 
 @member("image_transformer_2d", "Parmar et al. 2018, Image Transformer (local 2D)",
-        _query_blocks_at(("block_h", "block_w"), ("memory_h", "memory_w")))
+        query_blocks_at(("block_h", "block_w"), ("memory_h", "memory_w")))
 def image_transformer_2d() -> dict:
     """Pixel decoder with 2D local attention over 32 x 96 images (CIFAR, channels side by
     side): query blocks of 8 x 32 with a flange of 8 rows above and 16 columns each side
@@ -222,7 +178,7 @@ def image_transformer_2d() -> dict:
                 vocab_size=256, tie_embeddings=False)
 
 
-@member("reformer", "Kitaev et al. 2020, Reformer: The Efficient Transformer", _buckets_at)
+@member("reformer", "Kitaev et al. 2020, Reformer: The Efficient Transformer", buckets_at)
 def reformer() -> dict:
     """Causal LM: shared-QK LSH attention (4 rounds, buckets of 64), reversible pre-norm
     layers and a feed-forward chunked in 4 along the sequence; sinusoidal positions so

@@ -53,6 +53,8 @@ CITATIONS: dict[str, str] = {
     "Learned": "Gehring et al. 2017 learned positions, compared in Vaswani et al. 2017, section 3.5",
     "NoPosition": "Dai et al. 2019, section 3.3: no absolute positions at the input; order enters "
                   "attention as relative distance",
+    "Rotary": "Su et al. 2021 (RoFormer), eq. 34: q and k rotated by position-dependent angles, so "
+              "q_m . k_n depends on m - n only",
     "RelativePosition": "Dai et al. 2019, section 3.3: A_ij^rel = (a) + (b) + (c) + (d) with u, v and "
                         "W_{k,R}",
     # pattern
@@ -87,6 +89,7 @@ CITATIONS: dict[str, str] = {
                      "Shazeer 2019 (multi-query), Ainslie et al. 2023 (grouped-query)",
     "SharedQKProjection": "Kitaev et al. 2020, section 2: shared-QK, k_j = q_j / |q_j|",
     # residual and depth
+    "RMSNorm": "Zhang & Sennrich 2019, eq. 4: x / RMS(x) * g, LayerNorm without the mean and the bias",
     "PostNorm": "Vaswani et al. 2017, section 3.1: LayerNorm(x + Sublayer(x))",
     "PreNorm": "Xiong et al. 2020 (Pre-LN), as in GPT-2 (Radford et al. 2019, section 2.3): "
                "x + Sublayer(LayerNorm(x))",
@@ -111,6 +114,7 @@ CITATIONS: dict[str, str] = {
                          "(Chollet 2017)",
     "MLP": "Vaswani et al. 2017, eq. 2: FFN(x) = max(0, x W1 + b1) W2 + b2 (GELU: Hendrycks & "
            "Gimpel 2016)",
+    "GLU": "Shazeer 2020, eq. 6 (SwiGLU with SiLU): FFN(x) = (Swish(x W) * x V) W2, no biases in Llama",
     "Chunked": "Kitaev et al. 2020, section 3: the feed-forward computed in chunks along the sequence",
     # state
     "CacheState": "Vaswani et al. 2017, section 3.2.3: a decoder step sees only earlier positions, "

@@ -36,6 +36,8 @@ _SMALL_MEMBERS = {
     # windows growing with depth as in the paper (32 in the first layer to 512 in the twelfth), doubling
     "longformer": {**_SPARSE, "pattern": {"per_layer": [
         {"name": "longformer", "params": {"window": w, "n_global": 1}} for w in (32, 64, 128, 256)]}},
+    # grouped-query as in Llama 3 (4 query heads per key/value head): 4 heads share 1
+    "llama": {**_TRANSFORMER, "heads": {"n_heads": 4, "n_kv_heads": 1, "d_head": None}},
     # memory as long as the segment, as in the paper (512 and 512)
     "transformer_xl": {**_TRANSFORMER, "state": {"mem_len": 128}},
     "gtrxl": {**_TRANSFORMER, "state": {"mem_len": 128}},
