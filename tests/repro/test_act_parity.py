@@ -99,3 +99,39 @@ def test_task_on_the_shared_loop_learns_exactly_as_the_flat_loop(tmp_path, tau):
     want = _flat_parity(args, tau).state_dict()
     got = net.act.state_dict()
     assert got.keys() == want.keys() and all(torch.equal(got[k], want[k]) for k in want)
+
+
+TINY = ["repro", "act-parity", "--taus", "0.01", "0.001", "--steps", "2", "--dim", "8", "--hidden", "8",
+        "--batch", "8", "--max-ponder", "3", "--eval-sequences", "16", "--eval-every", "2"]
+
+
+def _trained(out) -> dict:
+    return {p.parent.name: p.stat().st_mtime_ns for p in sorted((out / "runs").glob("*/cell.json"))}
+
+
+def test_the_settings_are_grid_cells_a_rerun_skips_and_two_shards_cover_once(tmp_path, capsys):
+    out = tmp_path / "grid"
+    assert main([*TINY, "--out", str(out)]) == 0
+    table = json.loads((out / "table.json").read_text())
+    first = _trained(out)
+    assert list(first) == ["no_act", "tau0.001", "tau0.01"]
+    capsys.readouterr()
+    assert main([*TINY, "--out", str(out)]) == 0  # nothing retrained, the same table
+    assert _trained(out) == first and capsys.readouterr().err.count(": skipped,") == 3
+    assert json.loads((out / "table.json").read_text()) == table
+    (out / "runs" / "tau0.01" / "cell.json").unlink()  # a grid killed during its last cell
+    assert main([*TINY, "--out", str(out)]) == 0
+    again = _trained(out)
+    assert [k for k in first if again[k] != first[k]] == ["tau0.01"]
+    shared = tmp_path / "shards"
+    assert main([*TINY, "--out", str(shared), "--shard", "0/2"]) == 0
+    assert list(_trained(shared)) == ["no_act", "tau0.001"]  # cells 0 and 2 of the grid's order
+    assert "1 of 3 cells not finished here" in capsys.readouterr().err
+    assert main([*TINY, "--out", str(shared), "--shard", "1/2"]) == 0
+    assert list(_trained(shared)) == ["no_act", "tau0.001", "tau0.01"]
+    assert capsys.readouterr().err.count(": skipped,") == 0  # each cell ran once, in one shard
+    rows = json.loads((shared / "table.json").read_text())
+    assert [r["setting"] for r in rows] == ["no_act", "tau=0.01", "tau=0.001"]
+    assert [r["sequence_error"] for r in rows] == [r["sequence_error"] for r in table]
+    assert main([*TINY[:6], "3", *TINY[7:], "--out", str(out)]) == 2  # a changed setting: refused, not mixed in
+    assert "was planned with other settings (steps: saved 2, asked 3)" in capsys.readouterr().err

@@ -18,7 +18,9 @@ the tau grid (``--taus``). Sequence error is measured on ``--eval-sequences`` fr
 sequences, the same ones for every setting. Writes ``table.json/.csv`` (one row per
 setting), ``ponder.json/.csv`` (mean ponder steps N per number of non-zero entries),
 ``curves.json/.csv`` (error during training; ``seconds`` counts training, not evaluation),
-``act_parity.png`` and each setting's run directory under ``runs/`` (log, final checkpoint).
+``act_parity.png`` and each setting's run directory under ``runs/`` (log, final checkpoint). The
+settings are cells of the one grid runner (``train/grid.py``): a rerun over the same ``--out``
+skips a finished one, ``--shard i/n`` trains every n-th.
 """
 from __future__ import annotations
 
@@ -32,6 +34,7 @@ from torch.nn import functional as F
 
 from ..bench.results import print_rows, write_rows
 from ..nn.depth import ACT
+from ..train import grid as runner
 from ..options import seconds
 from .stream import StreamTask, loop_config
 
@@ -55,6 +58,7 @@ def add_args(p) -> None:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
     p.add_argument("--out", default="runs/repro/act_parity", help="directory for the tables and the plot")
+    runner.add_shard(p)
     p.add_argument("--json", action="store_true", help="print the table as JSON")
 
 
@@ -173,13 +177,20 @@ def run(args) -> int:
         torch.set_num_threads(args.threads)
     log = (lambda m: print(m, file=sys.stderr, flush=True))
     data = parity_batch(args.eval_sequences, args.dim, torch.Generator().manual_seed(args.seed + 2))
-    rows, ponder, curves = [], [], []
-    for tau in ([] if args.no_baseline else [None]) + list(args.taus):
-        row, p, c = train_setting(args, tau, data, log)
-        rows.append(row)
-        ponder += p
-        curves += c
     out = Path(args.out)
+    shared = runner.args_plan(args, drop=("taus", "no_baseline"))
+    settings = {out / "runs" / ("no_act" if tau is None else f"tau{tau:g}"): tau
+                for tau in ([] if args.no_baseline else [None]) + list(args.taus)}
+
+    def work(d: Path) -> dict:
+        row, p, c = train_setting(args, settings[d], data, log)
+        return {"row": row, "ponder": p, "curve": c}
+    cells = [(d, {**shared, "tau": tau}) for d, tau in settings.items()]
+    done = [r for r in runner.run_cells(cells, work, shard=args.shard, log=log) if r is not None]
+    if not done:
+        return 0
+    rows = [r["row"] for r in done]
+    ponder, curves = [p for r in done for p in r["ponder"]], [c for r in done for c in r["curve"]]
     write_rows(out, "table", rows, ["setting", "tau", "steps", "sequences", "train_seconds", "sequence_error",
                                     "mean_ponder"])
     write_rows(out, "ponder", ponder, ["setting", "nonzero", "ponder"])

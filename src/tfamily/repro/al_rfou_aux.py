@@ -19,7 +19,9 @@ Paper (T64, text8 dev bpc): all 1.062; without all positions 2.482; without inte
 layers 1.158; without multiple targets 1.068.
 
 Writes results.json / results.csv (one row per run), curves.json / curves.csv (validation
-bpc against training seconds and steps) and curves.png under ``--out``.
+bpc against training seconds and steps) and curves.png under ``--out``. The runs are cells of the
+one grid runner (``train/grid.py``): a rerun over the same ``--out`` skips a finished run,
+``--shard i/n`` trains every n-th.
 """
 from __future__ import annotations
 
@@ -29,6 +31,7 @@ from pathlib import Path
 
 from ..bench.results import print_rows, write_rows
 from ..options import seconds
+from ..train import grid as runner
 from . import budget
 from .plots import save_bpc_curves
 
@@ -65,6 +68,7 @@ def add_args(p) -> None:
     p.add_argument("--device", default="auto")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", default=None, help="directory (default runs/repro/al-rfou-aux/<time>)")
+    runner.add_shard(p)
     p.add_argument("--data-dir", metavar="DIR", help="data directory (else $TFAMILY_DATA, else the user cache)")
     p.add_argument("--json", action="store_true")
 
@@ -117,14 +121,20 @@ def run(args) -> int:
     if args.layers < 2:
         raise ValueError(f"--layers must be >= 2 for intermediate layers to exist, got {args.layers}")
     out = Path(args.out or f"runs/repro/al-rfou-aux/{time.strftime('%Y%m%d-%H%M%S')}")
-    rows, curve = [], []
-    for name in dict.fromkeys(args.runs):
-        print(f"# {name}: {RUNS[name]}", file=sys.stderr, flush=True)
-        row, points = train_one(name, args, out)
-        rows.append(row)
-        curve += points
-        print(f"# {name}: val bpc {row['val_bpc']:.3f} after {row['steps']} steps, {row['train_s']:.0f} s",
+    shared = runner.args_plan(args, drop=("runs",))
+
+    def work(d: Path) -> dict:
+        print(f"# {d.name}: {RUNS[d.name]}", file=sys.stderr, flush=True)
+        row, points = train_one(d.name, args, out)
+        print(f"# {d.name}: val bpc {row['val_bpc']:.3f} after {row['steps']} steps, {row['train_s']:.0f} s",
               file=sys.stderr, flush=True)
+        return {"row": row, "curve": points}
+    cells = [(out / name, {**shared, "run": name}) for name in dict.fromkeys(args.runs)]
+    done = [r for r in runner.run_cells(cells, work, shard=args.shard, log=lambda m: print(m, file=sys.stderr))
+            if r is not None]
+    if not done:
+        return 0
+    rows, curve = [r["row"] for r in done], [c for r in done for c in r["curve"]]
     write_rows(out, "results", rows, list(rows[0]))
     write_rows(out, "curves", curve, ["run", "step", "train_s", "val_bpc"])
     limit = f"{args.steps} steps" if args.steps else f"{args.time:.0f} s"

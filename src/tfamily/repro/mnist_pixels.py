@@ -22,7 +22,9 @@ so the numbers compare.
 Outputs under ``--out``: results.json / results.csv (one row per model), curves.json /
 curves.csv (train and test bpd against training seconds), config.json, curves.png,
 samples_<model>.png (a grid of digits sampled pixel by pixel with the KV cache), and
-each model's run directory (logs and final checkpoint).
+each model's run directory (logs and final checkpoint). The models are cells of the one grid
+runner (``train/grid.py``): a rerun over the same ``--out`` skips a finished model, ``--shard i/n``
+trains every n-th.
 """
 from __future__ import annotations
 
@@ -37,6 +39,7 @@ from torch import Tensor
 
 from ..bench.results import print_rows, write_rows
 from ..options import renamed
+from ..train import grid as runner
 from .plots import save_curves, save_grid
 
 MODELS = ("local_2d", "dense")
@@ -74,6 +77,7 @@ def add_args(p) -> None:
     p.add_argument("--data-dir", default=None)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", default="runs/repro/mnist-local2d")
+    runner.add_shard(p)
     p.add_argument("--json", action="store_true")
     renamed(p, "--time", "--budget")
     renamed(p, "--steps", "--max-steps")
@@ -214,11 +218,17 @@ def run(args) -> int:
     split = load_mnist_t10k(args.data_dir)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    rows, curve = [], []
-    for kind in args.models:
-        row, pts = train_one(kind, split, args, out)
-        rows.append(row)
-        curve.extend(pts)
+    shared = runner.args_plan(args, drop=("models",))
+    cells = [(out / kind, {**shared, "model": kind}) for kind in dict.fromkeys(args.models)]
+
+    def work(d: Path) -> dict:
+        row, pts = train_one(d.name, split, args, out)
+        return {"row": row, "curve": pts}
+    done = [r for r in runner.run_cells(cells, work, shard=args.shard, log=lambda m: print(m, file=sys.stderr))
+            if r is not None]
+    if not done:
+        return 0
+    rows, curve = [r["row"] for r in done], [c for r in done for c in r["curve"]]
     (out / "config.json").write_text(json.dumps({k: v for k, v in vars(args).items() if k != "func"}, indent=1))
     write_rows(out, "results", rows, FIELDS)
     write_rows(out, "curves", curve, ["model", "step", "train_s", "train_bpd", "curve_test_bpd"])

@@ -16,15 +16,20 @@ CPU core; ``--jobs`` runs the training settings in parallel processes. Full atte
 reaches 100% after about 400 steps. Each model trains on the shared loop (``train.Trainer``)
 with a ``StreamTask`` of duplication batches and the recipe of ``repro/stream.loop_config``
 (AdamW without weight decay, a linear warm-up over the first 5% of the steps, then a constant
-rate, gradient norm clipped at 1); each setting's run directory is under ``runs/``.
+rate, gradient norm clipped at 1); each setting's run directory is under ``runs/``. The training
+settings are cells of the one grid runner (``train/grid.py``): a rerun over the same ``--out``
+skips a finished one, ``--shard i/n`` trains every n-th.
 """
 from __future__ import annotations
 
 import argparse
 import csv
+import functools
 import json
 import sys
 from pathlib import Path
+
+from ..train import grid as runner
 
 
 def add_args(p) -> None:
@@ -47,6 +52,7 @@ def add_args(p) -> None:
     p.add_argument("--threads", type=int, default=0, help="torch threads per job (0: torch's default, "
                                                             "or 1 with several jobs)")
     p.add_argument("--out", default="runs/repro/reformer_duplication", help="directory for table.csv/.json")
+    runner.add_shard(p)
     p.add_argument("--json", action="store_true", help="print the table as JSON")
 
 
@@ -149,20 +155,30 @@ def _train_and_evaluate(args, setting: str) -> dict:
     return row
 
 
+def _cell(args, d: Path) -> dict:
+    return _train_and_evaluate(args, Path(d).name)
+
+
 def run(args) -> int:
     for s in args.train + args.eval:
         _setting(s, 2, 1)
     if args.jobs < 1:
         raise ValueError(f"--jobs must be >= 1, got {args.jobs}")
+    out = Path(args.out)
+    shared = runner.args_plan(args, drop=("train",))
+    cells = [(out / "runs" / s, {**shared, "setting": s}) for s in dict.fromkeys(args.train)]
+    work, log = functools.partial(_cell, args), (lambda m: print(m, file=sys.stderr, flush=True))
     if args.jobs == 1:
-        rows = [_train_and_evaluate(args, s) for s in args.train]
+        rows = runner.run_cells(cells, work, shard=args.shard, log=log)
     else:
         import multiprocessing as mp
         from concurrent.futures import ProcessPoolExecutor
 
         with ProcessPoolExecutor(min(args.jobs, len(args.train)), mp_context=mp.get_context("spawn")) as pool:
-            rows = list(pool.map(_train_and_evaluate, [args] * len(args.train), args.train))
-    out = Path(args.out)
+            rows = runner.run_cells(cells, work, shard=args.shard, log=log, mapper=pool.map)
+    rows = [r for r in rows if r is not None]
+    if not rows:
+        return 0
     out.mkdir(parents=True, exist_ok=True)
     fields = ["train", *args.eval, "train_seconds", "steps"]
     with open(out / "table.csv", "w", newline="") as f:

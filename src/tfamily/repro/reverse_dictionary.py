@@ -17,6 +17,8 @@ bidirectional GRU), all with ``--rnn-layers`` layers; ``transformer`` (``vanilla
 ``--layers`` layers per side and ``ut`` (``universal_transformer``, no ACT) with ``--layers``
 recurrent steps, ``--heads`` heads and a 4x feed-forward. Same seed, data order, optimiser,
 learning rate and schedule for all. Writes results.json / results.csv / results.md under ``--out``.
+The models are cells of the one grid runner (``train/grid.py``): a rerun over the same ``--out``
+skips a finished model, ``--shard i/n`` trains every n-th.
 """
 from __future__ import annotations
 
@@ -28,6 +30,7 @@ import torch
 
 from ..bench.results import print_rows, write_rows
 from ..options import seconds
+from ..train import grid as runner
 from . import budget
 
 MODELS = {  # name -> (member, spec overrides beyond the shared width)
@@ -70,6 +73,7 @@ def add_args(p) -> None:
     p.add_argument("--device", default="auto")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", default=None, help="directory (default runs/repro/reverse-dictionary/<time>)")
+    runner.add_shard(p)
     p.add_argument("--data-dir", metavar="DIR", help="data directory (else $TFAMILY_DATA, else the user cache)")
     p.add_argument("--json", action="store_true")
 
@@ -187,13 +191,19 @@ def _check(args) -> None:
 def run(args) -> int:
     _check(args)
     out = Path(args.out or f"runs/repro/reverse-dictionary/{time.strftime('%Y%m%d-%H%M%S')}")
-    rows = []
-    for name in dict.fromkeys(args.models):
-        print(f"# {name}: {MODELS[name][0]}", file=sys.stderr, flush=True)
-        rows.append(train_one(name, args, out))
-        r = rows[-1]
-        print(f"# {name}: {r['steps']} steps, val loss {r['val_loss']:.3f}, greedy exact {r['greedy_exact']:.3f} "
+    shared = runner.args_plan(args, drop=("models",))
+
+    def work(d: Path) -> dict:
+        print(f"# {d.name}: {MODELS[d.name][0]}", file=sys.stderr, flush=True)
+        r = train_one(d.name, args, out)
+        print(f"# {d.name}: {r['steps']} steps, val loss {r['val_loss']:.3f}, greedy exact {r['greedy_exact']:.3f} "
               f"char {r['greedy_char']:.3f}", file=sys.stderr, flush=True)
+        return r
+    cells = [(out / name, {**shared, "model": name}) for name in dict.fromkeys(args.models)]
+    rows = [r for r in runner.run_cells(cells, work, shard=args.shard, log=lambda m: print(m, file=sys.stderr))
+            if r is not None]
+    if not rows:
+        return 0
     fields = [k for k in rows[0] if k != "examples"]
     write_rows(out, "results", rows, fields)
     (out / "results.md").write_text(to_markdown(rows, args.beam))

@@ -18,7 +18,6 @@ loop as that flat reference).
 """
 from __future__ import annotations
 
-import shutil
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
@@ -75,9 +74,8 @@ def loop_config(name: str, run_dir: str | Path, *, steps: int, seconds: float | 
                 batch_size: int, warmup: int = 1, betas=(0.9, 0.999), eval_every: int | None = None,
                 device: str = "cpu") -> Config:
     """The shared loop's settings for one run of a reproduction (see the module docstring);
-    ``warmup`` 1: the full rate from the first step. ``run_dir`` is emptied first: a rerun
-    replaces it, as it replaces the reproduction's tables."""
-    shutil.rmtree(run_dir, ignore_errors=True)
+    ``warmup`` 1: the full rate from the first step. ``run_dir`` is a cell of the one grid
+    runner, emptied and planned by ``train/grid.run_cells`` before the run."""
     train = TrainConfig(batch_size=batch_size, max_steps=steps, time_budget=seconds, lr=lr, min_lr_ratio=1.0,
                         warmup=warmup - 1, weight_decay=0.0, betas=tuple(betas), eps=1e-8, fused=False,
                         grad_clip=1.0, precision="fp32", device=device, threads=None, seed=seed, eval_every=eval_every,

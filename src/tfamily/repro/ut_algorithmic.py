@@ -30,7 +30,9 @@ model sees the same pairs); each run's directory is under ``runs/``. Char accura
 target symbols the greedy decode gets right at their position; sequence accuracy = share of decodes equal to the whole target (EOS included).
 What differs from the paper: the budget (t2t trained for hundreds of thousands of steps on a
 GPU; here seconds on a CPU), the depth and width of the baselines (not stated there) and the
-test set size (``--eval-sequences``, the paper 10k).
+test set size (``--eval-sequences``, the paper 10k). The (task, model) runs are cells of the one
+grid runner (``train/grid.py``): a rerun over the same ``--out`` skips a finished one,
+``--shard i/n`` trains every n-th.
 """
 from __future__ import annotations
 
@@ -47,6 +49,7 @@ from ..build import build
 from ..models.generate import greedy_decode
 from ..options import seconds
 from ..spec import Spec
+from ..train import grid as runner
 from ..train.device import resolve_device
 from ..train.evaluate import to_device
 from ..train.tasks.seq2seq import pairs_batch
@@ -89,6 +92,7 @@ def add_args(p) -> None:
     p.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
     p.add_argument("--device", default="cpu", help="cpu, cuda, cuda:N or auto (fp32 on each)")
     p.add_argument("--out", default="runs/repro/ut_algorithmic", help="directory for the tables and the plot")
+    runner.add_shard(p)
     p.add_argument("--json", action="store_true", help="print the table as JSON")
 
 
@@ -268,11 +272,19 @@ def run(args) -> int:
     if args.threads:
         torch.set_num_threads(args.threads)
     log = (lambda m: print(m, file=sys.stderr, flush=True))
-    rows = []
-    for task in args.tasks:
-        test = sample(task, args.eval_sequences, args.test_len, torch.Generator().manual_seed(args.seed + 2))
-        rows += [train_one(task, name, args, test, log) for name in args.models]
     out = Path(args.out)
+    shared = runner.args_plan(args, drop=("tasks", "models"))
+    cells = {out / "runs" / f"{task}-{name}": (task, name) for task in dict.fromkeys(args.tasks)
+             for name in dict.fromkeys(args.models)}
+
+    def work(d: Path) -> dict:
+        task, name = cells[d]
+        test = sample(task, args.eval_sequences, args.test_len, torch.Generator().manual_seed(args.seed + 2))
+        return train_one(task, name, args, test, log)
+    plans = [(d, {**shared, "task": task, "model": name}) for d, (task, name) in cells.items()]
+    rows = [r for r in runner.run_cells(plans, work, shard=args.shard, log=log) if r is not None]
+    if not rows:
+        return 0
     write_rows(out, "results", rows, list(rows[0]))
     _plot(out / "ut_algorithmic.png", rows, f"train lengths 1..{args.train_len}, test 1..{args.test_len}; "
           f"d {args.d_model}, depth {args.depth}, {args.steps} steps / {args.time:g} s each")

@@ -16,16 +16,26 @@ be continued. ``status(dir, plan, finished)`` decides what a later run of the gr
 ``shard(cells, "i/n")`` keeps cells i, i + n, i + 2n, ... of the grid's fixed order, so n machines
 sharing or merging one output directory cover the grid exactly once. Imports nothing heavy at
 module level (``tfamily rl sweep --help`` stays fast).
+
+``run_cells(cells, work)`` is the whole loop for a grid whose cell is one function call (the
+reproductions' settings x seeds): each cell of the shard that has no ``cell.json`` yet is
+emptied, planned and handed to ``work(dir)``, whose JSON result is written to
+``<dir>/cell.json`` when it returns; a killed grid reruns only the cells without one. It
+returns every cell's result in the grid's order (None where another shard has not finished it),
+so a command writes its tables from what is finished, and a rerun without ``--shard`` over the
+shards' merged directories skips every cell and writes the whole table.
 """
 from __future__ import annotations
 
 import json
 import os
 import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 PLAN = "plan.json"
+RESULT = "cell.json"
+SHARD_HELP = "run cells I, I+N, I+2N, ... of the grid (N machines sharing or merging --out cover it once)"
 
 
 def parse_shard(text: str | None) -> tuple[int, int]:
@@ -95,3 +105,64 @@ def start(d: Path, plan: dict, kind: str) -> None:
     if kind == "new" and Path(d).exists():
         shutil.rmtree(d)
     write_plan(d, plan)
+
+
+def add_shard(parser) -> None:
+    """The ``--shard I/N`` option every grid command reads the same way."""
+    parser.add_argument("--shard", default=None, metavar="I/N", help=SHARD_HELP)
+
+
+def args_plan(args, *, drop: Iterable[str] = ()) -> dict:
+    """A command's plan for its cells: every JSON-able option of ``args`` but the grid's own axes
+    (``drop``) and those that change no number (output, printing, sharding, parallel jobs, threads)."""
+    skip = {"out", "json", "shard", "func", "data_dir", "jobs", "threads", "name", "command", *drop}
+    simple = (str, int, float, bool, type(None))
+    return {k: v for k, v in sorted(vars(args).items()) if k not in skip and not k.startswith("_")
+            and (isinstance(v, simple) or isinstance(v, (list, tuple)) and all(isinstance(x, simple) for x in v))}
+
+
+def read_plan(d: Path) -> dict:
+    """The plan saved in cell directory ``d``."""
+    return json.loads((Path(d) / PLAN).read_text(encoding="utf-8"))
+
+
+def read_result(d: Path) -> dict | None:
+    path = Path(d) / RESULT
+    return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
+
+
+def run_cells(cells: list[tuple[Path, dict]], work: Callable[[Path], dict], *, shard: str | None = None,
+              log: Callable[[str], None] | None = None, mapper: Callable = map) -> list[dict | None]:
+    """Run the (directory, plan) ``cells`` of shard ``shard`` that are not finished through ``work``
+    (``mapper``: ``map`` or a process pool's, with a picklable ``work``); every cell's result in
+    order, None for one not finished (the module docstring)."""
+    i, n = parse_shard(shard)
+    for d, plan in cells:  # a changed cell anywhere in the grid is refused before any training
+        check_plan(Path(d), plan)
+    todo = []
+    for d, plan in cells[i::n]:
+        kind, _ = status(Path(d), plan, lambda d: (d / RESULT).is_file())
+        if kind == "done":
+            if log:
+                log(f"# {Path(d).name}: skipped, finished in {d}")
+            continue
+        start(Path(d), plan, "new")  # a cell is one call: a killed one starts over
+        todo.append(Path(d))
+    for _ in mapper(_Work(work), todo):
+        pass
+    results = [read_result(Path(d)) for d, _ in cells]
+    missing = sum(r is None for r in results)
+    if missing and log:
+        log(f"# {missing} of {len(cells)} cells not finished here (other shards): rerun without --shard over "
+            f"the shards' merged directory to write the whole table")
+    return results
+
+
+class _Work:
+    """``work`` with its result written beside the cell (picklable when ``work`` is)."""
+
+    def __init__(self, work: Callable[[Path], dict]):
+        self.work = work
+
+    def __call__(self, d: Path) -> None:
+        write_json(d / RESULT, self.work(d))
