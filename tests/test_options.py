@@ -34,6 +34,7 @@ def test_canonical_names_where_the_concept_exists(leaves):
             assert not _visible(parser) & set(old), f"{path} shows an old name of {canonical}"
     train = _visible(leaves["tfamily train"])
     assert set(options.CANONICAL) <= train
+    assert {"--time", "--out", "--seed", "--device"} <= _visible(leaves["tfamily demo"])
     for path in ("tfamily demo", "tfamily rl train", "tfamily rl sweep", "tfamily arena",
                  "tfamily repro mnist-local2d", "tfamily bench flex-floor"):
         assert "--time" in _visible(leaves[path]), path
@@ -82,7 +83,7 @@ def test_renamed_train_flags_reach_the_config():
     assert flag_overrides(args) == {"train.max_steps": 7, "train.time_budget": "5m", "train.lr": 1e-3}
 
 
-@pytest.mark.parametrize("text,want", [("0", 0.0), ("90", 90.0), ("90s", 90.0), ("5m", 300.0), ("1.5h", 5400.0)])
+@pytest.mark.parametrize("text,want", [("0", 0.0), ("-1", -1.0), ("90", 90.0), ("90s", 90.0), ("5m", 300.0), ("1.5h", 5400.0)])
 def test_seconds(text, want):
     assert options.seconds(text) == want
 

@@ -76,11 +76,10 @@ def parse_duration(value, what: str = "time budget") -> float | None:
 
 
 def seconds(text: str) -> float:
-    """argparse type of a ``--time`` given in seconds: 300, 90s, 5m or 1.5h; 0 where a
-    command reads it as no limit."""
+    """argparse type of a ``--time`` given in seconds: a number as it is (the command checks its
+    range: 0 is no limit in some), or a duration such as 90s, 5m or 1.5h."""
     try:
-        if float(text) == 0:
-            return 0.0
+        return float(text)
     except ValueError:
         pass
     try:

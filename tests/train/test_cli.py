@@ -7,6 +7,7 @@ import os
 from pathlib import Path
 
 import pytest
+import yaml
 
 from tfamily import cli
 
@@ -148,10 +149,13 @@ def test_data_dir_flag(tmp_path, monkeypatch, capsys):
 
 
 def test_demo_reports_bpc_and_a_sample(tmp_path, capsys):
-    argv = ["demo", "--time", "6s", "--out", str(tmp_path / "demo"), "--sample-tokens", "60",
-            "model.d_model=32", "model.heads.n_heads=2", "model.depth.n_layers=1", "train.eval_tokens=4096",
+    argv = ["demo", "--time", "6s", "--out", str(tmp_path / "demo"), "--sample-tokens", "60", "--seed", "3",
+            "--device", "cpu", "model.d_model=32", "model.heads.n_heads=2", "model.depth.n_layers=1",
+            "train.eval_tokens=4096",
             "train.progress=false", "train.tensorboard=false"]
     assert cli.main(argv) == 0
     out = capsys.readouterr().out
     assert "bits/char" in out and "sample (temperature 0.8)" in out and "tfamily generate" in out
     assert (tmp_path / "demo" / "result.json").is_file()
+    saved = yaml.safe_load((tmp_path / "demo" / "config.yaml").read_text())["train"]
+    assert (saved["seed"], saved["device"]) == (3, "cpu")

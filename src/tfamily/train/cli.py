@@ -117,6 +117,8 @@ def add_parser(sub) -> None:
     p.add_argument("--out", metavar="DIR", help="run directory (default runs/demo/<time>)")
     renamed(p, "--time", "--time-budget")
     p.add_argument("--sample-tokens", type=int, default=500)
+    p.add_argument("--seed", type=int, help="default: the config's (0)")
+    p.add_argument("--device", help="auto (default), cpu, cuda or cuda:N")
     _common(p)
     p.set_defaults(func=_demo)
 
