@@ -72,7 +72,7 @@ ROWS = [
     R("rl train --set eval_episodes=0", ["eval_episodes", ">= 1", "got 0"]),
     R("rl train --set foo", ["'foo'", "not key=value", "--set ent_coef=0.01"]),
     R("rl train --set bogus=1", ["'bogus'", "valid:", "ent_coef"]),
-    R("rl train --time-budget soon", ["'soon'", "not a duration", "90s"]),
+    R("rl train --time soon", ["'soon'", "not a duration", "90s"]),
     R("rl train --d-model 0", ["--d-model", ">= 1", "got 0"]),
     R("rl train --member gtrxl --heads 3", ["d_model=8", "n_heads=3", "divisible"]),
     R("rl train --lr 1e38", ["non-finite", "--lr"], kind="non-finite"),

@@ -163,7 +163,7 @@ class Trainer:
         if self.ckpt is not None:
             snapshot.restore(self, self.ckpt)
             if self.budget.seconds is None and t.max_steps:
-                # A run resumed with a new --max-steps stretches (or shortens) its cosine to it.
+                # A run resumed with a new --steps stretches (or shortens) its cosine to it.
                 self.scheduler.lr_lambdas[0].total = t.max_steps
         # fp16 only, which the autotune (bf16 against fp32) never picks.
         self.scaler, self.skipped = grad_scaler(self.device, self.precision), 0
