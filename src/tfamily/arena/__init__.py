@@ -4,7 +4,9 @@ leaderboard (after Long Range Arena, Tay et al. 2021).
 `tfamily arena --members gpt longformer --tasks listops --steps 200 --out DIR` trains every
 (task, member, seed) cell through the shared loop (``train.Trainer`` driving a
 ``train.tasks.classify.ClassifyTask``), each in its own run directory, resumable and shardable
-(``grid.py``), and writes the leaderboard (``table.py``). The tasks are in ``tasks.py``.
+(``grid.py``), and writes the leaderboard (``table.py``); `tfamily arena report DIR` renders it,
+its plots and every cell's learning curve as one HTML page (``report.py``). The tasks are in
+``tasks.py``.
 
 The rules every cell follows (enforced by ``grid.config``, the only place a cell's settings are made):
 

@@ -47,6 +47,10 @@ def add_parser(sub) -> None:
     m.add_argument("dirs", nargs="+", metavar="DIR")
     m.add_argument("--out", required=True, help="where the merged leaderboard goes")
     m.set_defaults(func=_merge)
+    r = inner.add_parser("report", help="one self-contained HTML page: leaderboard, plots, learning curves")
+    r.add_argument("dirs", nargs="+", metavar="DIR", help="an arena --out directory (several: shards, merged)")
+    r.add_argument("--out", default=None, help="the page (default DIR/report.html)")
+    r.set_defaults(func=_report)
 
 
 def settings(args):
@@ -120,4 +124,11 @@ def _merge(args) -> int:
                          f"pass the --out directories of `tfamily arena` runs")
     rows = table.write(args.out, found)
     print(table.markdown(rows), end="")
+    return 0
+
+
+def _report(args) -> int:
+    from . import report
+    page = report.write(args.dirs, args.out or Path(args.dirs[0]) / "report.html")
+    print(f"arena: report in {page}", file=sys.stderr)
     return 0

@@ -1,0 +1,144 @@
+"""`tfamily arena report DIR`: one self-contained HTML page of an arena directory (or of several
+shards' directories, merged as ``arena merge`` merges them).
+
+The page holds, in order: the leaderboard table (``table.summarize``: means over seeds at the best
+learning rate), test accuracy against training tokens per second with peak memory as the marker's
+area (LRA's Figure 3 layout), one bar chart per task (test accuracy with its spread over seeds,
+tokens per second, peak memory, side by side), each cell's learning curve (training loss per
+step from the cell's ``train.csv``, validation loss from its ``eval.csv`` as dots), and the table
+of cells. The figures are PNGs inlined as base64, so the page is one file that opens offline.
+"""
+from __future__ import annotations
+
+import base64
+import html
+import io
+from pathlib import Path
+
+from . import table
+
+STYLE = ("body{font-family:sans-serif;max-width:1200px;margin:2em auto;color:#222}"
+         "table{border-collapse:collapse;font-size:13px;margin:1em 0}"
+         "th,td{border:1px solid #ccc;padding:3px 7px;text-align:right}th{background:#f3f3f3}"
+         "td:nth-child(-n+2),th:nth-child(-n+2){text-align:left}img{max-width:100%}")
+
+
+def _img(data: bytes, alt: str) -> str:
+    return f'<img alt="{html.escape(alt)}" src="data:image/png;base64,{base64.b64encode(data).decode()}">'
+
+
+def _png(fig, alt: str) -> str:
+    import matplotlib.pyplot as plt
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=100)
+    plt.close(fig)
+    return _img(buf.getvalue(), alt)
+
+
+def _plt():
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    return plt
+
+
+def scatter(rows: list[dict]) -> str:
+    """Accuracy against tokens/s, marker area by peak memory: ``table.plot``, inlined."""
+    _plt()
+    buf = io.BytesIO()
+    table.plot(rows, buf)
+    return _img(buf.getvalue(), "test accuracy against training tokens per second")
+
+
+def bars(rows: list[dict], task: str) -> str:
+    """One task's members side by side: test accuracy (± std over seeds), tokens/s, peak MiB."""
+    plt = _plt()
+    mine = [r for r in rows if r["task"] == task]
+    names = [r["member"] for r in mine]
+    fig, axes = plt.subplots(1, 3, figsize=(13, 3.2))
+    panels = (("test accuracy %", [100 * r["test_acc"] for r in mine], [100 * (r["test_acc_std"] or 0) for r in mine]),
+              ("training tokens/s", [r["tokens_per_s"] or 0 for r in mine], None),
+              ("peak MiB", [r["peak_mb"] or 0 for r in mine], None))
+    for ax, (label, values, err) in zip(axes, panels):
+        ax.bar(range(len(mine)), values, yerr=err, capsize=3, color="tab:blue")
+        ax.set_xticks(range(len(mine)), names, rotation=20, ha="right", fontsize=8)
+        ax.set_title(label, fontsize=9)
+    fig.suptitle(f"{task} (length {mine[0]['length']})", fontsize=10)
+    fig.tight_layout()
+    return _png(fig, f"{task}: accuracy, speed and memory per member")
+
+
+def _read(path: Path, key: str) -> tuple[list[int], list[float]]:
+    from ..train.metrics import read_csv
+    if not path.is_file():
+        return [], []
+    rows = [r for r in read_csv(path) if r.get(key) not in (None, "")]
+    return [int(r["step"]) for r in rows], [float(r[key]) for r in rows]
+
+
+def curves(cells: list[dict], dirs: dict[tuple, Path]) -> str:
+    """Each cell's training loss per step (line) and validation loss (dots), one panel per task."""
+    plt = _plt()
+    names = list(dict.fromkeys(c["task"] for c in cells))
+    fig, axes = plt.subplots(1, len(names), figsize=(6 * len(names), 4), squeeze=False)
+    for ax, task in zip(axes[0], names):
+        mine = [c for c in cells if c["task"] == task]
+        sweep = len({c.get("lr") for c in mine}) > 1
+        for c in mine:
+            d = dirs[_key(c)]
+            lr = f" lr {c['lr']:g}" if sweep else ""
+            (line,) = ax.plot(*_read(d / "train.csv", "loss"), lw=1, label=f"{c['member']}{lr} s{c['seed']}")
+            ax.plot(*_read(d / "eval.csv", "loss"), "o", color=line.get_color(), ms=4)
+        ax.set(title=f"{task}: training loss (line), validation loss (dots)", xlabel="step", ylabel="loss")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    return _png(fig, "learning curves of every cell")
+
+
+def _key(c: dict) -> tuple:
+    return c["task"], c["member"], c.get("lr"), c["seed"]
+
+
+def html_table(rows: list[dict], fields: list[str]) -> str:
+    def cell(v) -> str:
+        if isinstance(v, float):
+            return f"{v:,.4g}" if abs(v) < 1 else f"{v:,.1f}"
+        return html.escape("" if v is None else f"{v:,}" if isinstance(v, int) else str(v))
+    head = "".join(f"<th>{html.escape(f)}</th>" for f in fields)
+    body = "".join("<tr>" + "".join(f"<td>{cell(r.get(f))}</td>" for f in fields) + "</tr>" for r in rows)
+    return f"<table><tr>{head}</tr>{body}</table>"
+
+
+def cell_dirs(dirs: list[str | Path]) -> dict[tuple, Path]:
+    """(task, member, lr, seed) -> the cell's run directory, for every finished cell of ``dirs``."""
+    import json
+    out = {}
+    for d in dirs:
+        for path in sorted(Path(d).glob("*/*/cell.json")):
+            out[_key(json.loads(path.read_text()))] = path.parent
+    return out
+
+
+def write(dirs: list[str | Path], out: str | Path) -> Path:
+    """The report of the finished cells of ``dirs`` at ``out`` (an .html file)."""
+    cells = table.collect(dirs)
+    if not cells:
+        raise ValueError(f"no finished arena cells (<task>/<member>-s<seed>/cell.json) under "
+                         f"{' '.join(map(str, dirs))}; pass the --out directory of a `tfamily arena` run")
+    rows = table.summarize(cells)
+    machine = sorted({f"{c.get('device')}, {c.get('precision')}, {c.get('threads')} thread(s)" for c in cells})
+    parts = [f"<h1>Arena: {len(rows)} (task, member) rows from {len(cells)} cells</h1>",
+             f"<p>From {html.escape(', '.join(map(str, dirs)))}; cells ran on {html.escape('; '.join(machine))}. "
+             f"Speed and memory compare only between cells run one after another on one machine.</p>",
+             "<h2>Leaderboard</h2>", html_table(rows, table.FIELDS),
+             "<h2>Accuracy against speed (marker area: peak memory)</h2>", scatter(rows),
+             "<h2>Per task</h2>", *(bars(rows, t) for t in dict.fromkeys(r["task"] for r in rows)),
+             "<h2>Learning curves</h2>", curves(cells, cell_dirs(dirs)),
+             "<h2>Cells</h2>", html_table(cells, table.CELL_FIELDS)]
+    page = (f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>arena report</title><style>{STYLE}</style>"
+            f"</head><body>{''.join(parts)}</body></html>\n")
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(page, encoding="utf-8")
+    return out

@@ -1,0 +1,32 @@
+"""`tfamily arena report DIR`: one self-contained HTML page of a tiny arena."""
+from __future__ import annotations
+
+import base64
+import re
+
+from tfamily import cli
+
+
+def test_report_is_one_page_with_the_table_and_every_figure_inlined(tmp_path, capsys):
+    out = tmp_path / "arena"
+    argv = ["arena", "--members", "gpt", "longformer", "--tasks", "listops", "pathfinder", "--length", "listops=16",
+            "pathfinder=8", "--steps", "2", "--d-model", "16", "--layers", "1", "--heads", "2", "--batch-size", "4",
+            "--eval-examples", "8", "--out", str(out)]
+    assert cli.main(argv) == 0
+    assert cli.main(["arena", "report", str(out)]) == 0
+    page = (out / "report.html").read_text()
+    for heading in ("Leaderboard", "Accuracy against speed", "Per task", "Learning curves", "Cells"):
+        assert f"<h2>{heading}" in page
+    assert page.count("<td>listops</td>") == 2 + 2 and page.count("<td>longformer</td>") == 2 + 2  # rows, cells
+    images = re.findall(r'<img alt="[^"]*" src="data:image/png;base64,([^"]+)"', page)
+    assert len(images) == 1 + 2 + 1  # the scatter, a bar chart per task, the learning curves
+    assert all(base64.b64decode(b)[:4] == b"\x89PNG" for b in images)
+    assert "http" not in page  # nothing to fetch: the page opens offline
+    assert cli.main(["arena", "report", str(out), "--out", str(tmp_path / "r.html")]) == 0
+    assert (tmp_path / "r.html").read_text() == page
+
+
+def test_report_of_a_directory_without_cells_is_refused_in_one_line(tmp_path, capsys):
+    assert cli.main(["arena", "report", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "no finished arena cells" in err
