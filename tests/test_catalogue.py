@@ -307,7 +307,7 @@ CLI_CASES = [
          ["n_kv_heads=3", "valid: [1, 2]"]),
     Case("n_heads 0", [TRAIN, "model.heads.n_heads=0"], ["heads.n_heads", ">= 1"]),
     Case("d_model float", [TRAIN, "model.d_model=32.5"], ["d_model", "integer", "32.5"]),
-    Case("dropout 1.5", [TRAIN, "model.dropout=1.5"], ["dropout", "[0, 1)", "1.5"]),
+    Case("dropout 1.5", [TRAIN, "model.dropout=1.5"], ["dropout", "[0.0, 1.0)", "1.5"]),
     Case("unknown pattern", [TRAIN, "model.pattern.name=diagonal"], ["diagonal", "sliding_window"]),
     Case("unknown kernel", [TRAIN, "model.kernel.name=fast"], ["'fast'", "sdpa"]),
     Case("unknown position", [TRAIN, "model.position.name=rotary2"], ["rotary2", "sinusoidal"]),
