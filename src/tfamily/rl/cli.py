@@ -175,6 +175,8 @@ def _train(args) -> int:
 
 
 def _train_run(args, rl_config, train) -> dict:
+    from ..train.rundir import pause_point
+    pause_point("args")  # test hook: a second process racing for the run directory (tests/rl/test_faults.py)
     if args.resume:
         return train(resume=args.resume, overrides=_resume_overrides(args))
     if not args.env or args.steps is None:
