@@ -1,4 +1,4 @@
-"""`tfamily arena report DIR`: one self-contained HTML page of a tiny arena."""
+"""`tfamily arena report DIR`: one self-contained HTML page of a tiny arena; the arena-cpu preset."""
 from __future__ import annotations
 
 import base64
@@ -30,3 +30,18 @@ def test_report_of_a_directory_without_cells_is_refused_in_one_line(tmp_path, ca
     assert cli.main(["arena", "report", str(tmp_path)]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "no finished arena cells" in err
+
+
+def test_the_arena_cpu_preset_fills_the_flags_not_given():
+    from tfamily.arena.cli import apply_preset
+    parser = cli.make_parser()
+    args = parser.parse_args(["arena", "--preset", "arena-cpu"])
+    apply_preset(args)
+    assert (args.tasks, args.seeds, args.steps, args.batch_size, args.threads) == (
+        ["listops", "pathfinder", "mnist", "text"], 3, 60, 8, 2)
+    assert args.length == ["listops=512", "pathfinder=16", "mnist=14", "text=1024"] and len(args.members) == 5
+    args = parser.parse_args(["arena", "--preset", "arena-cpu", "--tasks", "listops", "--seeds", "1", "--time", "5m",
+                              "--length", "listops=256"])
+    apply_preset(args)
+    assert (args.tasks, args.seeds, args.steps, args.time) == (["listops"], 1, None, "5m")
+    assert args.length == ["pathfinder=16", "mnist=14", "text=1024", "listops=256"]

@@ -8,6 +8,13 @@ from pathlib import Path
 
 HELP = ("members side by side on long-range classification tasks (ListOps, MNIST pixels, Pathfinder, text, "
         "document matching): one leaderboard")
+# Presets: the settings of a named grid, each applied where the command line leaves the flag at its
+# default. arena-cpu is Long Range Arena's grid at CPU lengths (the arena's five default members),
+# with the step budget that fits about an hour on a 2-core machine (docs/results/arena.md).
+PRESETS = {"arena-cpu": {"tasks": ["listops", "pathfinder", "mnist", "text"],
+                         "length": ["listops=512", "pathfinder=16", "mnist=14", "text=1024"],
+                         "seeds": 3, "steps": 60, "batch_size": 8, "threads": 2}}
+DEFAULTS = {"tasks": ["listops"], "length": [], "seeds": 1, "steps": None, "batch_size": 16, "threads": 1}
 
 
 def add_parser(sub) -> None:
@@ -17,8 +24,8 @@ def add_parser(sub) -> None:
                    help="members to compare, each its bidirectional encoder; NAME:causal runs the decoder as it is")
     p.add_argument("--causal", action="store_true",
                    help="run every member given without a variant as NAME:causal (its own causal pattern)")
-    p.add_argument("--tasks", nargs="+", default=["listops"], help="listops, mnist, pathfinder, text, match")
-    p.add_argument("--seeds", type=int, default=1, help="seeds 0..N-1 per (task, member)")
+    p.add_argument("--tasks", nargs="+", default=None, help="listops, mnist, pathfinder, text, match (default listops)")
+    p.add_argument("--seeds", type=int, default=None, help="seeds 0..N-1 per (task, member) (default 1)")
     p.add_argument("--steps", type=int, default=None, help="training steps per cell (default 200 without --time)")
     p.add_argument("--time", default=None, help="training time per cell instead: 300, 90s, 4m, 1h")
     p.add_argument("--length", nargs="+", default=[], metavar="TASK=N",
@@ -27,20 +34,23 @@ def add_parser(sub) -> None:
     p.add_argument("--d-model", type=int, default=64)
     p.add_argument("--layers", type=int, default=2)
     p.add_argument("--heads", type=int, default=4)
-    p.add_argument("--batch-size", type=int, default=16)
+    p.add_argument("--batch-size", type=int, default=None, help="examples per step (default 16)")
     p.add_argument("--lr", type=float, nargs="+", default=[1e-3],
                    help="learning rate; several: a sweep, every seed at each, the best by validation reported")
     p.add_argument("--match-params", action=argparse.BooleanOptionalAction, default=True,
                    help="set each member's d_ff so its parameters are within 10%% of the first member's")
     p.add_argument("--warmup", type=int, default=None, help="warm-up steps (default: a tenth of --steps)")
     p.add_argument("--eval-examples", type=int, default=256, help="validation and test examples per task")
-    p.add_argument("--threads", type=int, default=1, help="torch threads in every cell")
+    p.add_argument("--threads", type=int, default=None, help="torch threads in every cell (default 1)")
     p.add_argument("--precision", default="fp32", choices=["fp32", "bf16"])
     p.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
     p.add_argument("--ckpt-every", type=int, default=50, help="checkpoint every N steps (what a killed cell resumes from)")
     p.add_argument("--shard", default=None, metavar="I/N", help="run cells I, I+N, I+2N, ... of the grid")
     p.add_argument("--out", default="runs/arena", help="the arena directory (one run directory per cell)")
     p.add_argument("--data-dir", default=None)
+    p.add_argument("--preset", default=None, choices=list(PRESETS),
+                   help="a named grid: arena-cpu = listops 512, pathfinder 16, mnist 14, text 1024, 5 members, "
+                        "3 seeds, 60 steps of 8 (about an hour on 2 cores); flags given win")
     p.set_defaults(func=_run)
     inner = p.add_subparsers(dest="arena_command", metavar="COMMAND")
     m = inner.add_parser("merge", help="the leaderboard of the finished cells of several arena directories")
@@ -85,8 +95,21 @@ def settings(args):
                     precision=args.precision, device=args.device, ckpt_every=args.ckpt_every)
 
 
+def apply_preset(args) -> None:
+    """Fill the flags the command line did not give from ``args.preset``, then from ``DEFAULTS``."""
+    preset = PRESETS.get(args.preset, {})
+    given = {item.partition("=")[0] for item in args.length}  # a task's --length wins over the preset's
+    args.length = [v for v in preset.get("length", []) if v.partition("=")[0] not in given] + list(args.length)
+    for key, value in DEFAULTS.items():
+        if key == "steps" and args.time is not None:
+            continue  # --time given: the preset's step budget gives way
+        if key != "length" and getattr(args, key) is None:
+            setattr(args, key, preset.get(key, value))
+
+
 def _run(args) -> int:
     from . import grid, table
+    apply_preset(args)
     s = settings(args)
     i, n = grid.parse_shard(args.shard)
     members = [m if ":" in m or not args.causal else f"{m}:{grid.CAUSAL}" for m in args.members]
