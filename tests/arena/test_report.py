@@ -38,7 +38,7 @@ def test_the_arena_cpu_preset_fills_the_flags_not_given():
     args = parser.parse_args(["arena", "--preset", "arena-cpu"])
     apply_preset(args)
     assert (args.tasks, args.seeds, args.steps, args.batch_size, args.threads) == (
-        ["listops", "pathfinder", "mnist", "text"], 3, 60, 8, 2)
+        ["listops", "pathfinder", "mnist", "text"], 3, 30, 8, 2)
     assert args.length == ["listops=512", "pathfinder=16", "mnist=14", "text=1024"] and len(args.members) == 5
     args = parser.parse_args(["arena", "--preset", "arena-cpu", "--tasks", "listops", "--seeds", "1", "--time", "5m",
                               "--length", "listops=256"])

@@ -13,7 +13,7 @@ HELP = ("members side by side on long-range classification tasks (ListOps, MNIST
 # with the step budget that fits about an hour on a 2-core machine (docs/results/arena.md).
 PRESETS = {"arena-cpu": {"tasks": ["listops", "pathfinder", "mnist", "text"],
                          "length": ["listops=512", "pathfinder=16", "mnist=14", "text=1024"],
-                         "seeds": 3, "steps": 60, "batch_size": 8, "threads": 2}}
+                         "seeds": 3, "steps": 30, "batch_size": 8, "threads": 2}}
 DEFAULTS = {"tasks": ["listops"], "length": [], "seeds": 1, "steps": None, "batch_size": 16, "threads": 1}
 
 
@@ -50,7 +50,7 @@ def add_parser(sub) -> None:
     p.add_argument("--data-dir", default=None)
     p.add_argument("--preset", default=None, choices=list(PRESETS),
                    help="a named grid: arena-cpu = listops 512, pathfinder 16, mnist 14, text 1024, 5 members, "
-                        "3 seeds, 60 steps of 8 (about an hour on 2 cores); flags given win")
+                        "3 seeds, 30 steps of 8 (about an hour on 2 cores); flags given win")
     p.set_defaults(func=_run)
     inner = p.add_subparsers(dest="arena_command", metavar="COMMAND")
     m = inner.add_parser("merge", help="the leaderboard of the finished cells of several arena directories")
