@@ -26,7 +26,9 @@ ON_DEVICE = DECODERS if torch.cuda.is_available() else ["gpt", "bigbird", "refor
 
 
 def _build(name: str, device, dtype=torch.float32):
-    kw = dict(SMALL, pattern=PATTERNS[name]) if name in PATTERNS else SMALL
+    kw = dict(SMALL, pattern=PATTERNS[name]) if name in PATTERNS else dict(SMALL)
+    if members.get(name)().heads.n_kv_heads:  # grouped-query members: kv heads must divide the 2
+        kw["heads__n_kv_heads"] = 1
     spec = members.get(name)(**kw)
     torch.manual_seed(0)
     return spec, tfamily.build(spec).to(device, dtype)

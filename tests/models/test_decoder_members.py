@@ -34,6 +34,7 @@ EXTRA = {
     # recomputation (tests/nn/kernels/test_lsh_decode.py covers the derived count per layer).
     "reformer": dict(kernel=dict(name="lsh", params=dict(n_hashes=2, bucket_size=4, n_buckets=4))),
     "transformer_xl": dict(state__mem_len=64),
+    "llama": dict(heads__n_kv_heads=1),  # 8 key/value heads cannot serve 2 query heads
     "adaptive_span": dict(state__mem_len=64, pattern=dict(name="adaptive_span",
                                                           params=dict(max_span=16, ramp=4, l1=2e-6))),
 }
