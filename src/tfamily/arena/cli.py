@@ -116,6 +116,9 @@ def _run(args) -> int:
     cells = grid.grid(members, args.tasks, args.seeds, args.lr)
     grid.check_cells(cells, s)
     d_ff, notes = grid.match_d_ff(cells, s, args.data_dir)
+    if s.time is not None:
+        from ..options import parse_duration
+        grid.check_budget(cells, s, parse_duration(s.time, "--time"), args.data_dir, d_ff)
     for note in notes:
         print(f"arena: {note}", file=sys.stderr)
     mine = cells[i::n]

@@ -183,6 +183,29 @@ def check_cells(cells: list[Cell], s: Settings) -> None:
             raise ValueError(f"member {cell.member} cannot be an arena classifier ({how}): {e}") from None
 
 
+def check_budget(cells: list[Cell], s: Settings, seconds: float, data_dir=None, d_ff: dict | None = None) -> None:
+    """Refuse a time budget of ``seconds`` per cell that cannot fit one evaluation of a task's
+    validation set by its first member's untrained model, timed here (the loop's time budget
+    counts its final validation, and the leaderboard needs it)."""
+    import time
+
+    from ..build import build
+    from ..train.evaluate import evaluate
+    from ..train.resolve import make_spec
+    for cell in {c.task: c for c in reversed(cells)}.values():
+        task = tasks.make(cell.task, s.length(cell.task), batch_size=s.batch_size, seed=0,
+                          eval_examples=s.eval_examples, data_dir=data_dir)
+        spec, _ = make_spec(config(cell, s, Path("."), task.n_classes, (d_ff or {}).get((cell.task, cell.member))),
+                            task.vocab_size, tasks.seq_len(cell.task, s.length(cell.task)))
+        t0 = time.perf_counter()
+        evaluate(build(spec), task.val.batches(s.batch_size), device=torch.device("cpu"), precision="fp32")
+        took = time.perf_counter() - t0
+        if seconds < took:
+            raise ValueError(f"--time {s.time} cannot fit one evaluation of {cell.task}'s {len(task.val)} validation "
+                             f"examples ({took:.2g} s for {cell.member} here); give --time of at least "
+                             f"{max(1, round(2 * took))}s or fewer --eval-examples")
+
+
 @contextlib.contextmanager
 def peak_memory(device: torch.device):
     """The peak memory of the block, in MiB, in ``box[0]`` on exit: on CUDA the most allocated; on a
