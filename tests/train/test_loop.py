@@ -206,7 +206,8 @@ def test_auto_threads_times_both_and_leaves_training_state_alone(tmp_path):
         assert t.precision_rates is None and t.precision == "fp32"
     finally:
         torch.set_num_threads(before)
-    with pytest.raises(ValueError, match="train.threads must be an integer >= 1"):
+    with pytest.raises((TypeError, ValueError),
+                       match="train.threads must be an integer >= 1 or null, got 'many'; or 'auto'"):
         cfg(tmp_path, train__threads="many")
 
 

@@ -19,7 +19,6 @@ from __future__ import annotations
 import copy
 import dataclasses
 import json
-import math
 import re
 from dataclasses import dataclass, field, fields
 from pathlib import Path
@@ -30,6 +29,7 @@ from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from ..data.subword import bpe_size
+from ..numbers import check_flag, check_int, check_number
 from ..options import parse_duration
 from ..textload import check_depth, load_yaml
 
@@ -150,50 +150,29 @@ def from_dict(d: dict) -> Config:
     return cfg
 
 
-def _int(name: str, v, lo: int, none: bool = False) -> None:
-    if v is None and none:
-        return
-    if isinstance(v, bool) or not isinstance(v, int) or v < lo:
-        raise ValueError(f"{name} must be an integer >= {lo}{' or null' if none else ''}, got {v!r}")
-
-
-def _num(name: str, v, lo: float = 0.0, none: bool = False, above: bool = False) -> None:
-    """A finite number >= lo (> lo with ``above``); inf and nan are refused (an inf lr or
-    clip norm trains nothing useful and would only show up as a non-finite loss later)."""
-    if v is None and none:
-        return
-    ok = not isinstance(v, bool) and isinstance(v, (int, float)) and math.isfinite(v) and (
-        v > lo if above else v >= lo)
-    if not ok:
-        raise ValueError(f"{name} must be a finite number {'>' if above else '>='} {lo}"
-                         f"{' or null' if none else ''}, got {v!r}")
-
-
 def validate(cfg: Config) -> None:
     """Check every training/data setting, naming the option and its valid values."""
     t, d = cfg.train, cfg.data
     if not isinstance(cfg.member, str):
         raise TypeError(f"member must be a member name (see `tfamily members`), got {cfg.member!r}")
     for name in ("batch_size", "accum", "log_every", "keep"):
-        _int(f"train.{name}", getattr(t, name), 1)
+        check_int(f"train.{name}", getattr(t, name), 1)
     for name in ("max_steps", "eval_every", "ckpt_every", "eval_tokens", "eval_batch_size"):
-        _int(f"train.{name}", getattr(t, name), 1, none=True)
+        check_int(f"train.{name}", getattr(t, name), 1, none=True)
     if t.threads != "auto":
-        _int("train.threads", t.threads, 1, none=True)
-    _int("train.warmup", t.warmup, 0)
-    _int("train.seed", t.seed, 0)
-    if t.seed > MAX_SEED:  # torch.manual_seed takes a 64-bit seed
-        raise ValueError(f"train.seed={t.seed} is too large; use a seed in [0, {MAX_SEED}]")
-    _num("train.lr", t.lr, above=True)
-    _num("train.weight_decay", t.weight_decay)
-    _num("train.eps", t.eps)
+        check_int("train.threads", t.threads, 1, none=True, hint="or 'auto'")
+    check_int("train.warmup", t.warmup, 0)
+    check_int("train.seed", t.seed, 0, MAX_SEED)  # torch.manual_seed takes a 64-bit seed
+    # inf and NaN are refused: an inf lr or clip norm trains nothing and shows up only as a non-finite loss
+    check_number("train.lr", t.lr, 0.0, lo_open=True)
+    check_number("train.weight_decay", t.weight_decay, 0.0)
+    check_number("train.eps", t.eps, 0.0)
     if t.grad_clip is not None and not isinstance(t.grad_clip, bool) and t.grad_clip == 0:
         raise ValueError("train.grad_clip=0 would clip every gradient to zero; to turn clipping off "
                          "use train.grad_clip=null, else a max norm > 0 such as 1.0")
-    _num("train.grad_clip", t.grad_clip, none=True, above=True)
+    check_number("train.grad_clip", t.grad_clip, 0.0, lo_open=True, none=True)
     check_run_name(cfg.name)
-    if not (isinstance(t.min_lr_ratio, (int, float)) and 0.0 <= t.min_lr_ratio <= 1.0):
-        raise ValueError(f"train.min_lr_ratio must be in [0, 1], got {t.min_lr_ratio!r}")
+    check_number("train.min_lr_ratio", t.min_lr_ratio, 0.0, 1.0)
     if len(t.betas) != 2 or not all(isinstance(b, (int, float)) and 0.0 <= b < 1.0 for b in t.betas):
         raise ValueError(f"train.betas must be two numbers in [0, 1), got {list(t.betas)!r}")
     if t.optimizer not in OPTIMIZERS:
@@ -210,15 +189,14 @@ def validate(cfg: Config) -> None:
     if t.fused is not None and not isinstance(t.fused, bool):
         raise ValueError(f"train.fused must be true, false or null (fused when it can), got {t.fused!r}")
     for name in ("compile", "activation_checkpointing", "tensorboard", "progress"):
-        if not isinstance(getattr(t, name), bool):
-            raise ValueError(f"train.{name} must be true or false, got {getattr(t, name)!r}")
+        check_flag(f"train.{name}", getattr(t, name))
     parse_duration(t.time_budget, "train.time_budget")
     from .finetune import check_settings
     check_settings(t.init_from, t.lora)
     if t.max_steps is None and t.time_budget is None:
         raise ValueError("set train.max_steps or train.time_budget (--steps N / --time 5m); "
                          "a run needs an end")
-    _int("data.seq_len", d.seq_len, 1)
+    check_int("data.seq_len", d.seq_len, 1)
     if (d.corpus is None) == (d.task is None):
         raise ValueError(f"set exactly one of data.corpus (a corpus name or file) and data.task "
                          f"(a synthetic task); got corpus={d.corpus!r}, task={d.task!r}")
@@ -231,8 +209,7 @@ def validate(cfg: Config) -> None:
         raise ValueError(f"data.task_params must be a mapping, got {d.task_params!r}")
     if d.stream is not None and not isinstance(d.stream, bool):
         raise ValueError(f"data.stream must be true or false (or null: the member decides), got {d.stream!r}")
-    if not isinstance(d.download, bool):
-        raise ValueError(f"data.download must be true or false, got {d.download!r}")
+    check_flag("data.download", d.download)
 
 
 _RUN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
