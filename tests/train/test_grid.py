@@ -29,3 +29,23 @@ def test_status_new_done_and_a_changed_plan(tmp_path):
     (d / "plan.json").write_text("{")
     with pytest.raises(ValueError, match="plan.json is not valid JSON"):
         grid.check_plan(d, plan)
+
+
+def test_run_cells_writes_each_result_once_and_a_rerun_continues_after_a_failure(tmp_path):
+    cells = [(tmp_path / name, {"name": name, "steps": 2}) for name in ("a", "b", "c")]
+    calls = []
+
+    def work(d):
+        calls.append(d.name)
+        if d.name == "b" and calls.count("b") == 1:
+            raise RuntimeError("killed")  # the grid dies in its second cell
+        return {"cell": d.name, "planned": grid.read_plan(d)["name"]}
+    with pytest.raises(RuntimeError, match="killed"):
+        grid.run_cells(cells, work)
+    assert grid.run_cells(cells, work) == [{"cell": n, "planned": n} for n in "abc"]
+    assert calls == ["a", "b", "b", "c"]  # a finished cell is never run again
+    assert grid.run_cells(cells, work, shard="1/2") and calls == ["a", "b", "b", "c"]
+    parts = [grid.run_cells([(tmp_path / "s" / d.name, p) for d, p in cells], work, shard=f"{i}/2") for i in (0, 1)]
+    assert parts[0][1] is None and parts[1] == [{"cell": n, "planned": n} for n in "abc"]
+    with pytest.raises(ValueError, match=r"planned with other settings \(steps: saved 2, asked 3\)"):
+        grid.run_cells([(tmp_path / "c", {"name": "c", "steps": 3})], work)
