@@ -219,7 +219,8 @@ def _eval(args) -> int:
     tr = load_trained(args.checkpoint, args.device)
     result = evaluate_trained(tr, split=args.split, max_tokens=args.max_tokens, batch_size=args.batch_size,
                               precision=args.precision, data_dir=args.data_dir, mem_len=args.mem_len)
-    _print_result(result, args.json, f"{result['name']} at step {result['steps']} on the {args.split} split",
+    note = f" ({result['split_note']})" if result.get("split_note") else ""
+    _print_result(result, args.json, f"{result['name']} at step {result['steps']} on the {args.split} split{note}",
                   args.split)
     loss = result[f"{args.split}_loss"]
     if not math.isfinite(loss):

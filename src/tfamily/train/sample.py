@@ -109,7 +109,8 @@ def evaluate_trained(tr: Trained, *, split: str = "val", max_tokens: int | None 
             "tokens_per_s": e["tokens"] / max(wall, 1e-9), "train_loss": tr.meta["metrics"]["train_loss"],
             # named after the split scored, so a test-split number never reads as a validation one
             "split": split, "eval_tokens": e["tokens"], f"{split}_loss": e["loss"], f"{split}_bpc": e.get("bpc"),
-            f"{split}_ppl": e["ppl"], f"{split}_acc": e["acc"], "mem_len": mem_len, "checkpoint": str(tr.path)}
+            f"{split}_ppl": e["ppl"], f"{split}_acc": e["acc"], "mem_len": mem_len, "checkpoint": str(tr.path),
+            "split_note": getattr(task, "split_note", None)}
 
 
 def sample_text(tr: Trained, prompt: str | Sequence[str], n_tokens: int, *, temperature: float = 0.8,

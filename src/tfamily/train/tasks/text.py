@@ -31,6 +31,9 @@ class TextTask:
         self.carries_state = self.stream
         self.rank, self.world_size = rank, world_size
         self.eval_data = corpus.split(cfg.eval_split)
+        # Tiny Shakespeare's convention (char-rnn, nanoGPT) has no test split: its "test" is the validation text
+        self.split_note = (f"{corpus.name} has no test split; this is its validation split"
+                           if cfg.eval_split == "test" and corpus.split("test") is corpus.split("val") else None)
         self.eval_chars = corpus.chars(cfg.eval_split)  # None: one character per token
         self._scored = (1, 1)  # (tokens, characters) of the last evaluation's targets
         if len(self.eval_data) < cfg.seq_len + 1:  # found now, not after training
