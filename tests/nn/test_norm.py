@@ -28,3 +28,15 @@ def test_rms_norm_keeps_bf16_and_computes_in_fp32():
 def test_bad_eps_is_refused(eps):
     with pytest.raises((TypeError, ValueError), match="norm.params.eps"):  # a wrong type is a TypeError
         layer_norm(4, eps=eps)
+
+
+@pytest.mark.parametrize("name", ["layer_norm", "rms_norm"])
+def test_every_registered_norm_keeps_shape_and_dtype(name):
+    """The Norm protocol (nn/norm/base.py): (..., d) -> (..., d) in the input's dtype, for every
+    constructor NORMS registers, built with the sizes the builder supplies."""
+    from tfamily.nn.norm import NORMS
+    norm = NORMS.make(name, {}, d_model=8, bias=False)
+    for dtype in (torch.float32, torch.bfloat16):
+        x = torch.randn(2, 3, 8, dtype=dtype)
+        y = norm.to(dtype)(x)
+        assert y.shape == x.shape and y.dtype == dtype
