@@ -103,6 +103,8 @@ ROWS = [
     R("rl sweep --steps 4096 --out {d}/sw --lr nan --dry-run", ["--lr", "finite", "nan"]),
     R("rl sweep --steps 4096 --out {d}/sw --threads -2", ["--threads", "got -2", ">= 1"]),
     R("rl sweep --steps 4096 --out {d}/sweep --dry-run", ["planned with other settings", "n_envs"]),
+    R("rl sweep --steps 32 --out {d}/file.txt --dry-run", ["--out {d}/file.txt", "is a file", "directory"]),
+    R("rl sweep --steps 32 --out {d}/file.txt", ["--out {d}/file.txt", "is a file", "directory"]),
     # -- rl table ---------------------------------------------------------------------------
     R("rl table {d}/nothing", ["{d}/nothing", "does not exist", "tfamily rl sweep"]),
     R("rl table {d}/lm", ["no runs under {d}/lm", "tfamily rl sweep"]),
@@ -132,6 +134,7 @@ ROWS = [
     R("generate {d}/lm --device tpu", ["'tpu'", "valid: auto, cpu, cuda"]),
     R("generate {d}/rl", ["a policy of `tfamily rl train`", "tfamily rl eval RUN"]),
     R("generate {d}/lm --tokens x", ["--tokens", "'x'", "--help"]),
+    R("generate {d}/lm --tokens 1000000000", ["--tokens", "<= 1000000", "1000000000", "in parts", "--prompt"]),
     # -- export, convert, compare, download --------------------------------------------------
     R("export {d}/lm --format bogus --out {d}/x.onnx", ["'bogus'", "onnx, torchscript, pt2, hf"]),
     R("export {d}/nothing --format onnx --out {d}/x.onnx", ["{d}/nothing", "does not exist"]),

@@ -72,6 +72,7 @@ ROWS = [
     R("repro reverse-dictionary --dropout 1.5", ["dropout", "1.5"]),
     R("repro reverse-dictionary --time-cap -1 --steps 1", ["--time-cap", "got -1.0", "use --time"]),
     R("repro reverse-dictionary --models nosuch", ["'nosuch'", "'lstm'"]),
+    R("repro reverse-dictionary --steps 0", ["--steps", ">= 1", "got 0", "--time"]),
     R("repro nosuch", ["'nosuch'", "reformer-duplication", "--help"]),
     # -- bench ------------------------------------------------------------------------------
     R("bench attention --seq-lens 0", ["--seq-lens", ">= 1", "[0]"]),
@@ -84,6 +85,8 @@ ROWS = [
     R("bench train --d-model 0", ["--d-model", ">= 1", "got 0"]),
     R("bench train --d-model 32 --heads 3", ["--d-model 32", "divisible by --heads 3"]),
     R("bench train --precisions fp8", ["'fp8'", "'fp32', 'bf16'"]),
+    R("bench train --min-time -1", ["--min-time", "> 0", "-1.0", "e.g. --min-time 8"]),
+    R("bench train --min-time nan", ["--min-time", "finite", "nan"]),
     R("bench xl-eval --checkpoint {d}/nothing", ["{d}/nothing", "does not exist"]),
     R("bench xl-eval --seg-len 0", ["--seg-len", ">= 1", "got 0"]),
     R("bench lsh --lengths 0", ["--lengths", "positive", "[0]"]),

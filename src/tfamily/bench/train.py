@@ -18,6 +18,7 @@ from pathlib import Path
 
 import torch
 
+from ..numbers import check_number
 from .results import check_model_args, write_rows
 
 FIELDS = ["kind", "precision", "device", "threads", "params", "flops_per_token", "step_ms", "tokens_per_s",
@@ -104,6 +105,8 @@ def train_rate(args, precision: str, device: torch.device) -> dict:
 def run(args) -> int:
     from ..train.device import resolve_device
     check_model_args(args, ("d_model", "layers", "heads", "seq_len", "batch", "vocab", "matmul_size"))
+    check_number("--min-time", args.min_time, 0.0, lo_open=True,
+                 hint="seconds of timed steps per precision, e.g. --min-time 8")
     if args.threads:
         torch.set_num_threads(args.threads)
     device = resolve_device(args.device)

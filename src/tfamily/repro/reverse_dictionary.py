@@ -29,6 +29,7 @@ from pathlib import Path
 import torch
 
 from ..bench.results import print_rows, write_rows
+from ..numbers import check_int
 from ..options import seconds
 from ..train import grid as runner
 from . import budget
@@ -174,6 +175,7 @@ def to_markdown(rows: list[dict], beam: int) -> str:
 
 
 def _check(args) -> None:
+    check_int("--steps", args.steps, 1, none=True, hint="leave it out to train each model for --time")
     if args.steps is None and not args.time > 0:
         raise ValueError(f"--time must be > 0 seconds (got {args.time}), or give --steps N")
     if args.time_cap is not None and (args.steps is None or not args.time_cap > 0):

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import math
 import sys
+from pathlib import Path
 
 from ..compare import add_compare_args  # compare.py imports no torch at module level
 from ..options import renamed
@@ -209,6 +210,10 @@ def _sweep(args) -> int:
     if args.threads is not None and args.threads < 1:
         raise ValueError(f"--threads must be an integer >= 1 (torch threads per run), got {args.threads}; "
                          f"leave it out for cores / jobs")
+    out = Path(args.out).expanduser()
+    if out.exists() and not out.is_dir():  # checked before planning, so --dry-run refuses it too
+        raise NotADirectoryError(f"--out {args.out} is a file, not a directory; pick a directory path for the "
+                                 f"sweep's runs")
     runs = plan(args.envs, args.members, args.seeds, args.steps, args.out, settings=settings, model=model,
                 lr=_given(args, "lr"), ckpt_every=args.ckpt_every, shard=args.shard)
     if args.dry_run:

@@ -17,12 +17,19 @@ from ..models.generate import check_left_padding, left_pad
 from ..models.generate import stream as stream_tokens
 from ..spec import Spec
 from ..nn.lora import merge
+from ..numbers import check_int
 from . import checkpoint, finetune
 from .config import from_dict
 from .device import resolve_device, resolve_precision
 from .evaluate import evaluate
 from .resolve import stream
 from .tasks import make_task
+
+
+# The most tokens one call writes. The context is capped at the training length anyway (see
+# ``stream_text``), so a longer text is the same text written in parts: each part continues the
+# end of the one before as its prompt.
+MAX_NEW_TOKENS = 1_000_000
 
 
 @dataclass
@@ -142,8 +149,11 @@ def stream_text(tr: Trained, prompt: str | Sequence[str], n_tokens: int, *, temp
     well only over lengths it was trained on)."""
     prompts = [prompt] if isinstance(prompt, str) else list(prompt)
     _check_text_model(tr)
-    if n_tokens < 0:
+    if check_int("--tokens", n_tokens, None) < 0:
         raise ValueError(f"--tokens must be >= 0, got {n_tokens}")
+    if n_tokens > MAX_NEW_TOKENS:
+        raise ValueError(f"--tokens must be <= {MAX_NEW_TOKENS} per call, got {n_tokens}; for a longer text "
+                         f"generate it in parts, each with the end of the last part as --prompt")
     if not prompts or not all(isinstance(p, str) for p in prompts):
         raise ValueError(f"prompts must be one string or a non-empty list of strings, got {prompt!r}")
     stop = [stop] if isinstance(stop, str) else list(stop)
