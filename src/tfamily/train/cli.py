@@ -95,7 +95,8 @@ def add_parser(sub) -> None:
     p.add_argument("checkpoint", metavar="DIR", help="run directory or checkpoint directory")
     p.add_argument("--prompt", action="append", metavar="TEXT",
                    help="text to continue (default: a new line); repeat for a batch, printed when done")
-    p.add_argument("--tokens", type=int, default=500, help="how many tokens to generate")
+    p.add_argument("--tokens", type=int, default=500,
+                   help="how many tokens to generate (at most 1000000 per call; write longer text in parts)")
     p.add_argument("--stop", action="append", default=[], metavar="STR",
                    help="end a prompt's text where it reaches STR (left out); repeatable")
     p.add_argument("--temperature", type=float, default=0.8)
