@@ -55,3 +55,24 @@ def test_short_inputs_fall_back_to_full_attention_as_the_peer_does(tmp_path):
         assert (model(ids) - hf(ids).logits).abs().max().item() <= 1e-4
     assert hf.bert.attention_type == "original_full"
 
+
+
+@pytest.mark.parametrize("key, value, words", [
+    ("rescale_embeddings", True, ["rescale_embeddings=True", "sqrt(d_model)", "supported: False, None"]),
+    ("use_bias", False, ["use_bias=False", "supported: True, None"]),
+    ("attention_type", "sliding", ["attention_type='sliding'", "supported: 'block_sparse', 'original_full'"]),
+])
+def test_a_field_tfamily_does_not_map_is_refused_in_one_line_naming_it(tmp_path, capsys, key, value, words):
+    import json
+
+    from tfamily import cli
+    _peer(tmp_path / "hf")
+    path = tmp_path / "hf" / "config.json"
+    path.write_text(json.dumps({**json.loads(path.read_text()), key: value}))
+    capsys.readouterr()
+    assert cli.main(["convert", str(tmp_path / "hf"), "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err, err
+    for w in words:
+        assert w in err, (w, err)
+    assert not (tmp_path / "out").exists()
