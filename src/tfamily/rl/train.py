@@ -15,8 +15,9 @@ import statistics
 from dataclasses import asdict, fields
 from pathlib import Path
 
-from ..train import checkpoint
+from ..numbers import check_int, check_number
 from ..sizes import fmt_bytes, machine_memory
+from ..train import checkpoint
 from ..train.config import MAX_SEED, Config, DataConfig, TrainConfig, validate
 from ..train.loop import Trainer, resume_config, seed_all
 from .encoders import encoder_for
@@ -50,13 +51,12 @@ def rl_config(env: str, member: str, steps: int, *, seed: int = 0, out: str | No
     if bad:
         raise ValueError(f"unknown torso setting(s) {bad}; valid: {', '.join(TORSO_KEYS)}")
     check_sizes(member, model, rollout)
-    _check_number("--lr", lr)
-    if ckpt_every is not None and (isinstance(ckpt_every, bool) or not isinstance(ckpt_every, int) or ckpt_every < 1):
-        raise ValueError(f"--ckpt-every must be an integer >= 1 (PPO updates between checkpoints), got "
-                         f"{ckpt_every!r}; leave it out to checkpoint every 10 rollouts")
-    if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed <= MAX_SEED:
-        raise ValueError(f"--seed must be an integer in [0, {MAX_SEED}], got {seed!r}")
-    if isinstance(steps, bool) or not isinstance(steps, int) or steps < rollout.steps:
+    check_number("--lr", lr, 0.0, lo_open=True)
+    check_int("--ckpt-every", ckpt_every, 1, none=True,
+              hint="PPO updates between checkpoints; leave it out to checkpoint every 10 rollouts")
+    check_int("--seed", seed, 0, MAX_SEED)
+    check_int("--steps", steps, None)  # its lower bound is one rollout, named below
+    if steps < rollout.steps:
         raise ValueError(f"--steps {steps!r} is fewer than one rollout: n_envs x rollout = {rollout.n_envs} x "
                          f"{rollout.rollout} = {rollout.steps} environment steps; use --steps >= {rollout.steps}")
     updates = ppo.epochs * ppo.minibatches
@@ -73,11 +73,6 @@ def rl_config(env: str, member: str, steps: int, *, seed: int = 0, out: str | No
     return cfg
 
 
-def _check_number(flag: str, v) -> None:
-    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v <= 0:
-        raise ValueError(f"{flag} must be a finite number > 0, got {v!r}")
-
-
 _TORSO_FLAGS = (("d_model", "--d-model", 1), ("n_layers", "--layers", 1), ("n_heads", "--heads", 1),
                 ("mem_len", "--mem-len", 0))
 ENV_BYTES = 4 << 10  # a gymnasium environment object, at least
@@ -88,9 +83,7 @@ def check_sizes(member: str, model: dict, rollout: RolloutSettings) -> None:
     (fp32 weights, gradients and AdamW moments; a rollout's activations and memories; the
     environments) exceeds the machine's, before anything is allocated."""
     for key, flag, lo in _TORSO_FLAGS:
-        v = model.get(key)
-        if isinstance(v, bool) or not isinstance(v, int) or v < lo:
-            raise ValueError(f"{flag} ({key}) must be an integer >= {lo}, got {v!r}")
+        check_int(f"{flag} ({key})", model.get(key), lo)
     d, n = model["d_model"], model["n_layers"]
     gates = {"lstm": 4, "gru": 3}.get(member)
     # per layer: a recurrent cell's input and recurrent d x d matrices per gate, or attention's
