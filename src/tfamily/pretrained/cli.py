@@ -14,6 +14,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from ..numbers import check_int
+
 HELP = "import a local Hugging Face checkpoint (config.json + model.safetensors) as a tfamily run directory"
 DTYPES = ("fp32", "bf16")
 
@@ -48,8 +50,7 @@ def convert(src: str | Path, out: str | Path, *, dtype: str = "fp32", corpus: st
     from . import from_pretrained
     if dtype not in DTYPES:
         raise ValueError(f"dtype must be one of {DTYPES}, got {dtype!r}")
-    if seq_len is not None and (isinstance(seq_len, bool) or not isinstance(seq_len, int) or seq_len < 1):
-        raise ValueError(f"--seq-len must be an integer >= 1, got {seq_len!r}")
+    check_int("--seq-len", seq_len, 1, none=True)
     src, out = Path(src).expanduser(), Path(out).expanduser()
     if out.exists() and any(out.iterdir()):
         raise FileExistsError(f"--out {out} exists and is not empty; pick a new directory or remove it")

@@ -19,6 +19,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from ...numbers import check_int
 from ..patterns import Causal, Full, Pattern, PerHead
 from ..tracing import recording
 from . import fused_blocks
@@ -70,9 +71,7 @@ class BlockSparseKernel:
 def check_block_size(kernel: str, block_size):
     if block_size == "auto":
         return block_size
-    if isinstance(block_size, bool) or not isinstance(block_size, int) or block_size < 1:
-        raise ValueError(f"{kernel}: block_size must be a positive integer or 'auto', got {block_size!r}")
-    return block_size
+    return check_int(f"{kernel}: block_size", block_size, 1, hint="or 'auto'")
 
 
 def min_block(block_size) -> int:

@@ -12,12 +12,11 @@ others; the input gate has no bias.
 """
 from __future__ import annotations
 
-import math
-
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from ...numbers import check_number
 from ...registry import RESIDUALS
 from ..dropout import maybe_dropout
 from .base import or_layer_norm
@@ -25,12 +24,8 @@ from .base import or_layer_norm
 
 def check_gate_bias(value: object) -> float:
     """``value`` as b_g, refusing what is not a finite number."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise TypeError(f"residual.params.gate_bias must be a number (b_g, e.g. 2.0), got {value!r}")
-    if not math.isfinite(value):
-        raise ValueError(f"residual.params.gate_bias must be finite, got {value!r}; a closed gate "
-                         f"needs only a large b_g (e.g. 20.0)")
-    return float(value)
+    return check_number("residual.params.gate_bias", value,
+                        hint="b_g, e.g. 2.0; a closed gate needs only a large b_g (e.g. 20.0)")
 
 
 def _bias(d_model: int, gate_bias: object) -> nn.Parameter:
