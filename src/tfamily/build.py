@@ -217,12 +217,19 @@ def embedding_and_head(spec: Spec, rows: int) -> tuple[TokenEmbedding, LMHead]:
     return embed, head
 
 
+def _mlm_activation(spec: Spec) -> str:
+    # BERT's released code (run_pretraining.py, get_masked_lm_output) applies hidden_act in the
+    # MLM head too, so a tanh-GELU feed-forward (BigBird's released gelu_new) has a tanh-GELU head.
+    # Other feed-forward activations keep the erf GELU head models were trained with before.
+    return "gelu_tanh" if spec.ff.activation == "gelu_tanh" else "gelu"
+
+
 def _language_model(spec: Spec) -> nn.Module:
     objective_ = objective(spec)
     rows = _rows(spec, objective_)
     embed, head = embedding_and_head(spec, rows)
     if spec.model == "encoder":
-        head = MLMHead(spec.d_model, head, norm(spec), out_bias=spec.bias)
+        head = MLMHead(spec.d_model, head, norm(spec), out_bias=spec.bias, activation=_mlm_activation(spec))
     layers = stack(spec, spec.depth.n_layers)
     make_state = STATES.make(spec.state.name, spec.state.params, spec=spec, layers=layers)
     return LanguageModel(embed, input_position(spec), layers, head, objective_, spec.dropout_at("embed"),

@@ -10,6 +10,7 @@ import torch
 import tfamily
 
 from .conftest import save_hf, transformers
+from .test_bert import sharpen_head
 
 BIGBIRD = dict(vocab_size=53, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=48,
                max_position_embeddings=160, hidden_act="gelu", block_size=8, num_random_blocks=2,
@@ -76,3 +77,18 @@ def test_a_field_tfamily_does_not_map_is_refused_in_one_line_naming_it(tmp_path,
     for w in words:
         assert w in err, (w, err)
     assert not (tmp_path / "out").exists()
+
+
+def test_gelu_new_checkpoints_equal_the_peer_with_a_tanh_gelu_head(tmp_path):
+    # google/bigbird-roberta-base's hidden_act: the peer's feed-forward and MLM head are tanh-GELU.
+    hf = _peer(tmp_path, hidden_act="gelu_new")
+    sharpen_head(hf, tmp_path, hf.cls.predictions.transform)
+    model, spec = tfamily.from_pretrained(tmp_path)
+    assert spec.ff.activation == "gelu_tanh" and spec.pattern.name == "bigbird_itc"
+    ids = torch.randint(2, 53, (2, 104))
+    with torch.no_grad():
+        want = hf(ids).logits
+        assert hf.bert.attention_type == "block_sparse"
+        assert (model(ids) - want).abs().max().item() <= 1e-4
+        model.head.transform[1] = torch.nn.GELU()  # an erf head would not pass: the test can tell
+        assert (model(ids) - want).abs().max().item() > 1e-4

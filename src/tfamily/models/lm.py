@@ -14,6 +14,7 @@ from ..nn.depth import Depth
 from ..nn.dropout import maybe_dropout
 from ..nn.embedding import TokenEmbedding
 from ..nn.state import State, new_state
+from ..registry import ACTIVATIONS
 from .hooks import aux_losses, run_after_step, run_set_progress, with_aux_losses
 
 
@@ -70,13 +71,15 @@ class LanguageModel(nn.Module):
 
 
 class MLMHead(nn.Module):
-    """BERT's transform before the tied output projection: dense, GELU, the norm (LayerNorm),
-    then the projection plus a per-token output bias (``out_bias``), as BERT's released code has."""
+    """BERT's transform before the tied output projection: dense, ``activation`` (a registered
+    name; erf GELU by default), the norm (LayerNorm), then the projection plus a per-token output
+    bias (``out_bias``), as BERT's released code has."""
 
-    def __init__(self, d_model: int, out: nn.Module, norm: nn.Module | None = None, out_bias: bool = False):
+    def __init__(self, d_model: int, out: nn.Module, norm: nn.Module | None = None, out_bias: bool = False,
+                 activation: str = "gelu"):
         super().__init__()
         norm = norm if norm is not None else nn.LayerNorm(d_model)
-        self.transform = nn.Sequential(nn.Linear(d_model, d_model), nn.GELU(), norm)
+        self.transform = nn.Sequential(nn.Linear(d_model, d_model), ACTIVATIONS[activation](), norm)
         self.out = out
         rows = out.tied.weight.shape[0] if getattr(out, "tied", None) is not None else out.proj.out_features
         self.bias = nn.Parameter(torch.zeros(rows)) if out_bias else None

@@ -2,7 +2,8 @@
 ``BertForMaskedLM`` / ``RobertaForMaskedLM``.
 
 The ``bert`` member's choices plus what the released models do: post-norm LayerNorm, learned
-positions, a LayerNorm on the embedding sum (``norm.embed``), the MLM head's dense + GELU +
+positions, a LayerNorm on the embedding sum (``norm.embed``), the MLM head's dense + GELU (erf,
+or for BERT's ``hidden_act`` ``gelu_new`` / ``gelu_pytorch_tanh`` tanh, as in the feed-forward) +
 LayerNorm and a tied output with a bias, embeddings unscaled. Two inputs tfamily's encoder does
 not take are folded in at load time, exact for the inputs they cover:
 - the token-type (segment) embedding of type 0 is added to every row of the position table:
@@ -20,6 +21,9 @@ from .load import (Field, Link, PretrainedError, Weights, config_fields, field, 
                    take_links)
 
 ACTIVATIONS = {"gelu": "gelu", "gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh", "relu": "relu"}
+# BERT's MLM head applies hidden_act as well; tfamily's head follows the feed-forward's GELU
+# variant (build.py), so only these import.
+HEAD_ACTIVATIONS = ("gelu", "gelu_new", "gelu_pytorch_tanh")
 PREFIXES = ("bert.", "roberta.")
 IGNORE = ("pooler.", "cls.seq_relationship.", "embeddings.position_ids", "embeddings.token_type_ids")
 
@@ -47,9 +51,12 @@ def spec(config: dict) -> Spec:
     if config.get("position_embedding_type", "absolute") != "absolute":
         raise PretrainedError(f"config.json field position_embedding_type={config['position_embedding_type']!r} has "
                               f"no tfamily mapping; supported: 'absolute'")
-    if field(config, "hidden_act", "gelu") != "gelu":
-        raise PretrainedError(f"config.json field hidden_act={config['hidden_act']!r} has no tfamily mapping for the "
-                              f"MLM head (its transform is erf GELU); supported: 'gelu'")
+    # BERT's and BigBird's heads apply hidden_act, RoBERTa's (and Longformer's) erf GELU whatever it is.
+    heads = ("gelu",) if config.get("model_type") == "roberta" else HEAD_ACTIVATIONS
+    if field(config, "hidden_act", "gelu") not in heads:
+        raise PretrainedError(f"config.json field hidden_act={config['hidden_act']!r} has no tfamily mapping for "
+                              f"{config.get('model_type', 'bert')}'s MLM head (tfamily's head follows the "
+                              f"feed-forward's GELU); supported: {', '.join(map(repr, heads))}")
     vocab = field(config, "vocab_size", 30522)
     mask_id = config.get("mask_token_id")
     kind = config.get("model_type", "bert")
