@@ -11,6 +11,7 @@ import torch
 from tfamily import members
 from tfamily.build import build
 from tfamily.train import checkpoint
+from tfamily.train.rng import capture_rng, restore_rng
 
 
 def _model():
@@ -133,13 +134,13 @@ def test_rng_states_round_trip(tmp_path):
     np.random.seed(3)
     random.seed(3)
     torch.rand(3), np.random.rand(3), random.random()
-    tensors, meta = checkpoint.capture_rng()
+    tensors, meta = capture_rng()
     meta = json.loads(json.dumps(meta))
     want = (torch.rand(4), np.random.rand(4), np.random.randn(3), random.random(), random.gauss(0, 1))
     torch.manual_seed(99)
     np.random.seed(99)
     random.seed(99)
-    checkpoint.restore_rng(tensors, meta)
+    restore_rng(tensors, meta)
     got = (torch.rand(4), np.random.rand(4), np.random.randn(3), random.random(), random.gauss(0, 1))
     assert torch.equal(want[0], got[0]) and np.array_equal(want[1], got[1]) and np.array_equal(want[2], got[2])
     assert want[3:] == got[3:]

@@ -47,6 +47,7 @@ def convert(src: str | Path, out: str | Path, *, dtype: str = "fp32", corpus: st
     from ..data.tokenizer import TokenizerVocab
     from ..train import checkpoint
     from ..train.config import Config, DataConfig
+    from ..train.rng import capture_rng
     from . import from_pretrained
     if dtype not in DTYPES:
         raise ValueError(f"dtype must be one of {DTYPES}, got {dtype!r}")
@@ -65,7 +66,7 @@ def convert(src: str | Path, out: str | Path, *, dtype: str = "fp32", corpus: st
               f"(copy it beside config.json and convert again)", file=sys.stderr)
     seq_len = seq_len or min(spec.position.max_len, 1024)
     member = "bert" if spec.model == "encoder" else "gpt"
-    rng, rng_meta = checkpoint.capture_rng()  # the sections a run's checkpoint holds, as the trainer writes them
+    rng, rng_meta = capture_rng()  # the sections a run's checkpoint holds, as the trainer writes them
     cfg = Config(member=member, name=out.name, data=DataConfig(corpus=corpus, seq_len=seq_len))
     meta = {"tokens": 0, "elapsed": 0.0, "world_size": 1, "spec": spec.to_dict(), "config": cfg.to_dict(),
             "vocab": vocab.to_json() if vocab is not None else None,

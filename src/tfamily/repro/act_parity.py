@@ -120,7 +120,8 @@ def parity_task(args, name: str, data, net: ParityNet) -> StreamTask:
 
 def train_setting(args, tau: float | None, data, log) -> tuple[dict, list[dict], list[dict]]:
     """Train one setting (``tau`` None: no ACT); return its table row, ponder rows and curve."""
-    from ..train.loop import Trainer, seed_all
+    from ..train.loop import Trainer
+    from ..train.rng import seed_all
 
     name = "no_act" if tau is None else f"tau={tau:g}"
     run = "no_act" if tau is None else f"tau{tau:g}"

@@ -249,3 +249,12 @@ def load_optimizer_state(model: nn.Module, optimizer: torch.optim.Optimizer, sta
     full = {"state": {by_id[i]: s for i, s in state["state"].items()},
             "param_groups": [{**g, "params": names[k]} for k, g in enumerate(state["param_groups"])]}
     set_optimizer_state_dict(model, optimizer, full, options=StateDictOptions(full_state_dict=True))
+
+
+def weights_finite(model: nn.Module, d: Dist | None = None) -> bool:
+    """Whether every weight is finite: one fused max-abs pass, one host sync. Under FSDP each
+    rank checks its own shards (some may be empty, which an infinity norm refuses) and the
+    ranks agree."""
+    params = [t for p in model.parameters() if (t := local(p.detach())).numel()]
+    ok = not params or bool(torch.stack(torch._foreach_norm(params, float("inf"))).isfinite().all())
+    return not any_rank(not ok, d) if d is not None and d.fsdp else ok

@@ -20,13 +20,11 @@ import contextlib
 import dataclasses
 import json
 import math
-import random
 import sys
 import time
 from collections import deque
 from pathlib import Path
 
-import numpy as np
 import torch
 from torch import nn
 
@@ -41,6 +39,7 @@ from .device import autocast, grad_scaler, resolve_precision
 from .evaluate import carried_state, evaluate, level, to_device
 from .metrics import Logger
 from .optim import make_optimizer, warmup_cosine
+from .rng import seed_all
 from .task import Reports, Task
 from .tasks import make_task
 
@@ -63,12 +62,6 @@ class LossOf(nn.Module):
         if self.state is not None:
             batch = {**batch, "state": self.state}
         return self.model.loss(batch)
-
-
-def seed_all(seed: int) -> None:
-    random.seed(seed)
-    np.random.seed(seed % 2**32)
-    torch.manual_seed(seed)
 
 
 def param_count(model: nn.Module) -> int:
@@ -244,7 +237,7 @@ class Trainer:
         if self.scaler.is_enabled() and not math.isfinite(norm):
             self._skipped_step(norm, loss)
         self.scaler.update()
-        if not weights_finite(self.model, d):
+        if not distributed.weights_finite(self.model, d):
             # A huge lr overflows the weights with a finite loss and gradient norm; stop before
             # anything saves them, so the last checkpoint stays good.
             self._stop(f"non-finite weights after the optimiser step (loss {loss:.4g}, gradient norm "
@@ -382,15 +375,6 @@ class Trainer:
         log.log_eval({"step": self.step, "tokens": self.tokens, **{k: e.get(k) for k in ("loss", "bpc", "ppl", "acc")}},
                      extra={k: v for k, v in e.items() if k not in ("loss", "bpc", "ppl", "acc", "tokens")
                             and isinstance(v, (int, float)) and not isinstance(v, bool)})
-
-
-def weights_finite(model: nn.Module, d: distributed.Dist | None = None) -> bool:
-    """Whether every weight is finite: one fused max-abs pass, one host sync. Under FSDP each
-    rank checks its own shards (some may be empty, which an infinity norm refuses) and the
-    ranks agree."""
-    params = [t for p in model.parameters() if (t := distributed.local(p.detach())).numel()]
-    ok = not params or bool(torch.stack(torch._foreach_norm(params, float("inf"))).isfinite().all())
-    return not distributed.any_rank(not ok, d) if d is not None and d.fsdp else ok
 
 
 def resume_config(path: str | Path, overrides: dict | None = None) -> Config:

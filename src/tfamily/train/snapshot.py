@@ -18,6 +18,7 @@ import torch
 
 from . import checkpoint, distributed
 from .optim import flatten_optimizer, unflatten_optimizer
+from .rng import capture_rng, restore_rng
 
 
 def _carry_out(state, d) -> tuple[dict, dict | None]:
@@ -46,7 +47,7 @@ def _carry_in(state, group: dict, meta: dict, rank: int, device: torch.device) -
 def save(tr) -> Path | None:
     """Write a checkpoint of trainer ``tr`` (every rank takes part; rank 0 writes)."""
     d = tr.dist
-    rng_t, rng_meta = checkpoint.capture_rng()
+    rng_t, rng_meta = capture_rng()
     for r, s in enumerate(distributed.gather(torch.get_rng_state(), d)):
         rng_t[f"torch.rank{r}"] = s
     # FSDP: every rank takes part in gathering the whole weights and moments to rank 0.
@@ -124,7 +125,7 @@ def _restore(tr, ck: checkpoint.Loaded) -> None:
     # Resumed on more ranks than wrote it, a new rank keeps the stream a new run gives it (its
     # rows were another rank's, so no saved dropout stream could continue them anyway).
     mine = rng.get(f"torch.rank{d.rank}", torch.get_rng_state())
-    checkpoint.restore_rng(rng, meta["rng"], mine)
+    restore_rng(rng, meta["rng"], mine)
     tr.step, tr.tokens, tr.elapsed = meta["step"], meta["tokens"], meta["elapsed"]
     tr.recent.extend(meta.get("recent") or [])  # so a resumed run reports the same train_loss
     if tr.state is not None and meta.get("carry"):
