@@ -1,4 +1,4 @@
-"""MkDocs hooks: the site is built from docs/ plus two sources that live outside it on purpose.
+"""MkDocs hooks for `make docs` (named in mkdocs.yml; never imported by the library): the site is built from docs/ plus two sources that live outside it on purpose.
 
 README.md is the repository's front page and experiments/ is the lab (kept out of docs/ by design),
 yet the site should show both and check their links. No MkDocs plugin maps files from outside
@@ -15,8 +15,6 @@ from pathlib import Path
 
 from mkdocs.structure.files import File, Files
 
-ROOT = Path(__file__).resolve().parent.parent
-
 
 def _results_index(docs: Path) -> str:
     lines = ["# Results", "", "One page per study; each names the machine kind, the commit and the command "
@@ -32,9 +30,10 @@ def _results_index(docs: Path) -> str:
 
 def on_files(files: Files, config) -> Files:
     docs = Path(config["docs_dir"])
-    files.append(File.generated(config, "index.md", abs_src_path=str(ROOT / "README.md")))
+    root = Path(config["config_file_path"]).parent  # the repository that holds mkdocs.yml
+    files.append(File.generated(config, "index.md", abs_src_path=str(root / "README.md")))
     files.append(File.generated(config, "results/index.md", content=_results_index(docs)))
-    lab = ROOT / "experiments"
+    lab = root / "experiments"
     for path in sorted(p for p in lab.rglob("*") if p.is_file()):
         rel = path.relative_to(lab).as_posix()
         uri = "experiments/" + ("index.md" if rel == "README.md" else rel)
