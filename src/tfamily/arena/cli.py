@@ -6,15 +6,19 @@ import argparse
 import sys
 from pathlib import Path
 
-HELP = ("members side by side on long-range classification tasks (ListOps, MNIST pixels, Pathfinder, text, "
-        "document matching): one leaderboard")
+HELP = ("members side by side on long-range tasks (ListOps, MNIST pixels, Pathfinder, text, document matching, "
+        "byte-level language modelling): one leaderboard")
 # Presets: the settings of a named grid, each applied where the command line leaves the flag at its
-# default. arena-cpu is Long Range Arena's grid at CPU lengths (the arena's five default members),
-# with the step budget that fits about an hour on a 2-core machine (docs/results/arena.md).
-PRESETS = {"arena-cpu": {"tasks": ["listops", "pathfinder", "mnist", "text"],
-                         "length": ["listops=512", "pathfinder=16", "mnist=14", "text=1024"],
-                         "seeds": 3, "steps": 30, "batch_size": 8, "threads": 2}}
-DEFAULTS = {"tasks": ["listops"], "length": [], "seeds": 1, "steps": None, "batch_size": 16, "threads": 1}
+# default. arena-cpu is Long Range Arena's grid at CPU lengths (the arena's five default members) on the
+# tasks where the dense baseline leaves chance within the budget (Pathfinder 16 and matching did not in
+# 500 steps), with a two-rate sweep: about 50 minutes of one core per shard, as two one-thread shards on
+# a 2-core machine (docs/results/arena.md).
+PRESETS = {"arena-cpu": {"tasks": ["listops", "mnist", "text"],
+                         "length": ["listops=128", "mnist=14", "text=1024"],
+                         "steps": ["600", "text=80"], "lr": [1e-3, 2e-3],
+                         "seeds": 3, "batch_size": 16, "threads": 1}}
+DEFAULTS = {"tasks": ["listops"], "length": [], "seeds": 1, "batch_size": 16, "threads": 1, "lr": [1e-3],
+            "speed_rounds": 5}
 
 
 def add_parser(sub) -> None:
@@ -26,8 +30,14 @@ def add_parser(sub) -> None:
                    help="run every member given without a variant as NAME:causal (its own causal pattern)")
     p.add_argument("--tasks", nargs="+", default=None, help="listops, mnist, pathfinder, text, match (default listops)")
     p.add_argument("--seeds", type=int, default=None, help="seeds 0..N-1 per (task, member) (default 1)")
-    p.add_argument("--steps", type=int, default=None, help="training steps per cell (default 200 without --time)")
+    p.add_argument("--steps", nargs="+", default=None, metavar="N|TASK=N",
+                   help="training steps per cell (default 200 without --time); TASK=N for one task, e.g. "
+                        "--steps 600 text=150")
     p.add_argument("--time", default=None, help="training time per cell instead: 300, 90s, 4m, 1h")
+    p.add_argument("--flops", type=float, default=None,
+                   help="training FLOPs per cell (e.g. 2e12; counted by the arena's rule: pairs a pattern visits, "
+                        "LSH chunks and hashing, every recurrent step); each cell stops when they are spent "
+                        "(with --steps: whichever comes first)")
     p.add_argument("--length", nargs="+", default=[], metavar="TASK=N",
                    help="sequence length per task (mnist, pathfinder: the image side); defaults listops=256 "
                         "mnist=14 pathfinder=16 text=256 match=256")
@@ -35,8 +45,9 @@ def add_parser(sub) -> None:
     p.add_argument("--layers", type=int, default=2)
     p.add_argument("--heads", type=int, default=4)
     p.add_argument("--batch-size", type=int, default=None, help="examples per step (default 16)")
-    p.add_argument("--lr", type=float, nargs="+", default=[1e-3],
-                   help="learning rate; several: a sweep, every seed at each, the best by validation reported")
+    p.add_argument("--lr", type=float, nargs="+", default=None,
+                   help="learning rate (default 1e-3); several: a sweep, every seed at each, the best by validation "
+                        "reported")
     p.add_argument("--match-params", action=argparse.BooleanOptionalAction, default=True,
                    help="set each member's d_ff so its parameters are within 10%% of the first member's")
     p.add_argument("--warmup", type=int, default=None, help="warm-up steps (default: a tenth of --steps)")
@@ -46,11 +57,15 @@ def add_parser(sub) -> None:
     p.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
     p.add_argument("--ckpt-every", type=int, default=50, help="checkpoint every N steps (what a killed cell resumes from)")
     p.add_argument("--shard", default=None, metavar="I/N", help="run cells I, I+N, I+2N, ... of the grid")
+    p.add_argument("--speed-rounds", type=int, default=None,
+                   help="after a complete unsharded grid, time every member alternating in this process for the "
+                        "speed and memory columns (`arena speed`) over N rounds (default 5; 0: skip)")
     p.add_argument("--out", default="runs/arena", help="the arena directory (one run directory per cell)")
     p.add_argument("--data-dir", default=None)
     p.add_argument("--preset", default=None, choices=list(PRESETS),
-                   help="a named grid: arena-cpu = listops 512, pathfinder 16, mnist 14, text 1024, 5 members, "
-                        "3 seeds, 30 steps of 8 (about an hour on 2 cores); flags given win")
+                   help="a named grid: arena-cpu = listops 128, mnist 14 (600 steps), text 1024 (80 steps), batch "
+                        "16, lr 1e-3 and 2e-3, 5 members, 3 seeds, 1 thread (about 75 min as two shards on 2 cores); "
+                        "flags given win")
     p.set_defaults(func=_run)
     inner = p.add_subparsers(dest="arena_command", metavar="COMMAND")
     m = inner.add_parser("merge", help="the leaderboard of the finished cells of several arena directories")
@@ -61,6 +76,13 @@ def add_parser(sub) -> None:
     r.add_argument("dirs", nargs="+", metavar="DIR", help="an arena --out directory (several: shards, merged)")
     r.add_argument("--out", default=None, help="the page (default DIR/report.html)")
     r.set_defaults(func=_report)
+    v = inner.add_parser("speed", help="the speed and memory columns: every member's training step timed "
+                                       "alternating in one process, at its cells' shape")
+    v.add_argument("dirs", nargs="+", metavar="DIR", help="an arena --out directory (several: shards, merged)")
+    v.add_argument("--rounds", type=int, default=5, help="rounds of alternating steps per task (median reported)")
+    v.add_argument("--out", default=None, help="where speed.json and the leaderboard go (default the first DIR)")
+    v.add_argument("--data-dir", default=None)
+    v.set_defaults(func=_speed)
 
 
 def settings(args):
@@ -77,7 +99,19 @@ def settings(args):
         lengths[tasks.check_name(name)] = tasks.check_length(name, int(value))
     if args.steps is not None and args.time is not None:
         raise ValueError("give --steps or --time, not both")
-    steps = None if args.steps is None else check_int("--steps", args.steps, 1, hint="e.g. --steps 20")
+    if args.flops is not None:
+        check_number("--flops", args.flops, 0.0, lo_open=True, hint="training FLOPs per cell, e.g. --flops 2e12")
+        if args.time is not None:
+            raise ValueError("give --time or --flops, not both (--flops with --steps: whichever is spent first)")
+    steps, task_steps = None, {}
+    for item in args.steps or []:
+        name, eq, value = str(item).rpartition("=")
+        if not value.strip().lstrip("-").isdigit():
+            raise ValueError(f"--steps {item}: give N or TASK=N, e.g. --steps 600 text=150")
+        if eq:
+            task_steps[tasks.check_name(name)] = check_int(f"--steps {name}", int(value), 1, hint="e.g. --steps text=150")
+        else:
+            steps = check_int("--steps", int(value), 1, hint="e.g. --steps 20")
     if args.time is not None:
         parse_duration(args.time, "--time")
     for flag in ("d_model", "layers", "heads", "batch_size", "eval_examples", "threads", "ckpt_every"):
@@ -88,7 +122,8 @@ def settings(args):
         check_number("--lr", lr, 0.0, lo_open=True)
     if args.d_model % args.heads:
         raise ValueError(f"--d-model {args.d_model} must be divisible by --heads {args.heads}")
-    return Settings(steps=steps if steps or args.time else 200, time=args.time, lengths=lengths,
+    return Settings(steps=steps if steps or args.time or args.flops else 200, time=args.time, lengths=lengths,
+                    task_steps=task_steps, flops=args.flops,
                     d_model=args.d_model, n_layers=args.layers, n_heads=args.heads, batch_size=args.batch_size,
                     lr=args.lr[0], warmup=args.warmup, match_params=args.match_params,
                     eval_examples=args.eval_examples, threads=args.threads,
@@ -98,16 +133,20 @@ def settings(args):
 def apply_preset(args) -> None:
     """Fill the flags the command line did not give from ``args.preset``, then from ``DEFAULTS``."""
     preset = PRESETS.get(args.preset, {})
-    given = {item.partition("=")[0] for item in args.length}  # a task's --length wins over the preset's
-    args.length = [v for v in preset.get("length", []) if v.partition("=")[0] not in given] + list(args.length)
+    for key in ("length", "steps"):  # a task's TASK=N (or the plain N of --steps) wins over the preset's
+        mine = list(getattr(args, key) or [])
+        if key == "steps" and (args.time is not None or args.flops is not None):
+            continue  # --time or --flops given: the preset's step budget gives way
+        given = {str(item).rpartition("=")[0] for item in mine}
+        merged = [v for v in preset.get(key, []) if v.rpartition("=")[0] not in given] + mine
+        setattr(args, key, merged or None if key == "steps" else merged)
     for key, value in DEFAULTS.items():
-        if key == "steps" and args.time is not None:
-            continue  # --time given: the preset's step budget gives way
-        if key != "length" and getattr(args, key) is None:
+        if key not in ("length", "steps") and getattr(args, key) is None:
             setattr(args, key, preset.get(key, value))
 
 
 def _run(args) -> int:
+    from ..numbers import check_int
     from . import grid, table
     apply_preset(args)
     s = settings(args)
@@ -121,18 +160,29 @@ def _run(args) -> int:
         grid.check_budget(cells, s, parse_duration(s.time, "--time"), args.data_dir, d_ff)
     for note in notes:
         print(f"arena: {note}", file=sys.stderr)
+    check_int("--speed-rounds", args.speed_rounds, 0, hint="e.g. --speed-rounds 5, or 0 to skip")
+    per_step = grid.flops_steps(cells, s, args.data_dir, d_ff)
     mine = cells[i::n]
     print(f"arena: {len(mine)} of {len(cells)} cells{f' (shard {i}/{n})' if n > 1 else ''} -> {args.out}",
           file=sys.stderr)
+    trained = False
     for k, cell in enumerate(mine, 1):
-        row, what = grid.run_cell(cell, s, args.out, args.data_dir, d_ff[(cell.task, cell.member)])
+        key = (cell.task, cell.member)
+        row, what = grid.run_cell(cell, s, args.out, args.data_dir, d_ff[key], per_step[key])
+        trained = trained or what != "skipped"
         lr = "" if cell.lr is None else f" lr {cell.lr:g}"
-        print(f"[{k}/{len(mine)}] {cell.task} {cell.member}{lr} seed {cell.seed}: {what}, test acc "
-              f"{100 * row['test_acc']:.1f}%, {row['steps']} steps, {row['train_s']:.1f} s, {row['params']:,} params "
-              f"(d_ff {row['d_ff']})", file=sys.stderr, flush=True)
+        print(f"[{k}/{len(mine)}] {cell.task} {cell.member}{lr} seed {cell.seed}: {what}, test "
+              f"{table.score(row)}{'%' if row.get('metric', 'acc') == 'acc' else ''}, {row['steps']} steps, "
+              f"{row['train_s']:.1f} s, {row['params']:,} params (d_ff {row['d_ff']})", file=sys.stderr, flush=True)
     wanted = {(c.task, c.member, c.seed, s.lr_of(c)) for c in cells}
     done = [r for r in table.collect([args.out]) if (r["task"], r["member"], r["seed"], r.get("lr", s.lr)) in wanted]
-    rows = table.write(args.out, done)
+    timed = (Path(args.out) / "speed.json").is_file()
+    if n == 1 and len(done) == len(cells) and args.speed_rounds and (trained or not timed):
+        from . import speed
+        print(f"arena: timing every member alternating ({args.speed_rounds} rounds per task) for the speed and "
+              f"memory columns", file=sys.stderr, flush=True)
+        speed.write([args.out], args.out, args.speed_rounds, args.data_dir)
+    rows = table.write(args.out, done, table.load_speed([args.out]))
     print(table.markdown(rows), end="")
     missing = len(cells) - len(done)
     if missing:
@@ -148,7 +198,7 @@ def _merge(args) -> int:
     if not found:
         raise ValueError(f"no finished arena cells (<task>/<member>-s<seed>/cell.json) under {' '.join(args.dirs)}; "
                          f"pass the --out directories of `tfamily arena` runs")
-    rows = table.write(args.out, found)
+    rows = table.write(args.out, found, table.load_speed(args.dirs))
     print(table.markdown(rows), end="")
     return 0
 
@@ -157,4 +207,14 @@ def _report(args) -> int:
     from . import report
     page = report.write(args.dirs, args.out or Path(args.dirs[0]) / "report.html")
     print(f"arena: report in {page}", file=sys.stderr)
+    return 0
+
+
+def _speed(args) -> int:
+    from . import speed, table
+    out = args.out or args.dirs[0]
+    speed.write(args.dirs, out, args.rounds, args.data_dir)
+    print(table.markdown(table.summarize(table.collect(args.dirs), table.load_speed([out]))), end="")
+    print(f"arena: speed and memory columns in {Path(out) / 'speed.json'}; leaderboard in "
+          f"{Path(out) / 'leaderboard.md'}", file=sys.stderr)
     return 0

@@ -48,6 +48,7 @@ class Settings:
     steps: int | None = 20
     time: str | None = None
     lengths: dict = field(default_factory=dict)   # task -> length; missing: tasks.DEFAULT_LENGTHS
+    task_steps: dict = field(default_factory=dict)  # task -> steps; missing: ``steps``
     d_model: int = 64
     n_layers: int = 2
     n_heads: int = 4
@@ -57,6 +58,7 @@ class Settings:
     eval_examples: int = 256
     match_params: bool = True                     # d_ff per member: parameters within 10% of the first's
     threads: int | None = 1
+    flops: float | None = None                    # training FLOPs per cell (flops.py's rule): stops each cell
     precision: str = "fp32"
     device: str = "cpu"
     ckpt_every: int | None = 50                   # not part of the plan: it changes no number
@@ -64,9 +66,13 @@ class Settings:
     def length(self, task: str) -> int:
         return self.lengths.get(task, tasks.DEFAULT_LENGTHS[task])
 
+    def steps_for(self, task: str) -> int | None:
+        return self.task_steps.get(task, self.steps)
+
     def plan(self, cell: Cell, d_ff: int | None = None) -> dict:
-        keep = {k: v for k, v in asdict(self).items() if k not in ("lengths", "ckpt_every")}
-        return {**asdict(cell), "length": self.length(cell.task), **keep, "lr": self.lr_of(cell), "d_ff": d_ff}
+        keep = {k: v for k, v in asdict(self).items() if k not in ("lengths", "task_steps", "ckpt_every")}
+        return {**asdict(cell), "length": self.length(cell.task), **keep, "steps": self.steps_for(cell.task),
+                "lr": self.lr_of(cell), "d_ff": d_ff}
 
     def lr_of(self, cell: Cell) -> float:
         return self.lr if cell.lr is None else cell.lr
@@ -106,21 +112,26 @@ def grid(members: list[str], task_names: list[str], seeds: int, lrs: list[float]
             for s in range(seeds)]
 
 
-def config(cell: Cell, s: Settings, run_dir: Path, n_classes: int, d_ff: int | None = None):
+def config(cell: Cell, s: Settings, run_dir: Path, n_classes: int | None, d_ff: int | None = None,
+           steps: int | None = None):
     """The shared loop's config of one cell: the member as a classifier (a dual encoder for a task of
     pairs) at the arena's shape, two-sided unless it is ``NAME:causal`` (``variants.two_sided``,
-    applied to the member's pattern at the task's length, after its own context rule)."""
+    applied to the member's pattern at the task's length, after its own context rule); for a
+    language task (``lm``) the member's own causal decoder. ``steps``: this cell's step budget
+    (``--flops``), else the settings'."""
     from ..train import resolve
     from ..train.config import from_dict
     from ..variants import two_sided
     member, causal = split_member(cell.member)
     n = tasks.seq_len(cell.task, s.length(cell.task))
-    model = {"model": "dual_encoder" if cell.task in tasks.PAIRED else "classifier",
-             "objective": {"name": "classification", "params": {"n_classes": n_classes}},
-             "d_model": s.d_model, "depth": {"n_layers": s.n_layers}, "heads": {"n_heads": s.n_heads, "d_head": None},
+    lm = cell.task in tasks.LANGUAGE  # the member's own decoder and objective (causal LM)
+    kind = {} if lm else {"model": "dual_encoder" if cell.task in tasks.PAIRED else "classifier",
+                          "objective": {"name": "classification", "params": {"n_classes": n_classes}}}
+    model = {**kind, "d_model": s.d_model, "depth": {"n_layers": s.n_layers}, "heads": {"n_heads": s.n_heads, "d_head": None},
              "position": {"max_len": n}, **({"ff": {"d_ff": d_ff}} if d_ff else {})}
-    warmup = s.warmup if s.warmup is not None else max(1, s.steps // 10) if s.steps else 20
-    train = {"batch_size": s.batch_size, "max_steps": s.steps, "time_budget": s.time, "lr": s.lr_of(cell),
+    steps = s.steps_for(cell.task) if steps is None else steps
+    warmup = s.warmup if s.warmup is not None else max(1, steps // 10) if steps else 20
+    train = {"batch_size": s.batch_size, "max_steps": steps, "time_budget": s.time, "lr": s.lr_of(cell),
              "warmup": warmup,
              "precision": s.precision, "device": s.device, "threads": s.threads, "seed": cell.seed,
              "eval_every": None, "eval_tokens": None, "ckpt_every": s.ckpt_every, "keep": 1, "log_every": 1,
@@ -130,7 +141,7 @@ def config(cell: Cell, s: Settings, run_dir: Path, n_classes: int, d_ff: int | N
     def make(model: dict):
         return from_dict({"member": member, "name": name, "size": "small", "model": model,
                           "data": {"corpus": f"arena-{cell.task}"}, "train": train})
-    if causal:
+    if causal or lm:
         return make(model)
     fitted, _ = resolve.at_context(make(model), resolve.member_dict(make(model)), n)
     return make({**model, "pattern": two_sided(fitted["pattern"], n)})
@@ -224,9 +235,47 @@ def peak_memory(device: torch.device):
     box[0] = max(0.0, procmem._status("VmHWM") - start)
 
 
-def run_cell(cell: Cell, s: Settings, out: str | Path, data_dir=None, d_ff: int | None = None) -> tuple[dict, str]:
+def step_flops(cell: Cell, s: Settings, task, d_ff: int | None = None) -> int:
+    """One training step's FLOPs of the cell's model on its task's first batch (``flops.py``'s rule)."""
+    from ..build import build
+    from ..train.resolve import make_spec
+    from . import flops
+    spec, _ = make_spec(config(cell, s, Path("."), task.n_classes, d_ff), task.vocab_size,
+                        tasks.seq_len(cell.task, s.length(cell.task)))
+    return flops.step_flops(build(spec), tasks.first_batch(task))
+
+
+def flops_steps(cells: list[Cell], s: Settings, data_dir=None, d_ff: dict | None = None) -> dict[tuple[str, str], int]:
+    """FLOPs per training step for every (task, member); with ``s.flops`` each cell's steps are
+    the budget over that (capped by ``s.steps``). A budget that cannot pay for one step of some
+    member is refused in one line, before any training."""
+    out = {}
+    for cell in {(c.task, c.member): c for c in cells}.values():
+        task = tasks.make(cell.task, s.length(cell.task), batch_size=s.batch_size, seed=0, eval_examples=1,
+                          data_dir=data_dir)
+        per_step = out[(cell.task, cell.member)] = step_flops(cell, s, task, (d_ff or {}).get((cell.task, cell.member)))
+        if s.flops is not None and s.flops < per_step:
+            raise ValueError(f"--flops {s.flops:.3g} cannot pay for one training step of {cell.member} on "
+                             f"{cell.task} ({per_step:.3g} FLOPs at batch {s.batch_size}, length "
+                             f"{s.length(cell.task)}); give --flops of at least {per_step:.2g}")
+    return out
+
+
+def steps_of(s: Settings, task: str, per_step: int) -> int | None:
+    """A cell's step budget: its task's steps, or under ``--flops`` the steps the budget pays for
+    (capped by the task's steps when given)."""
+    steps = s.steps_for(task)
+    if s.flops is None:
+        return steps
+    paid = int(s.flops // per_step)
+    return paid if steps is None else min(paid, steps)
+
+
+def run_cell(cell: Cell, s: Settings, out: str | Path, data_dir=None, d_ff: int | None = None,
+             per_step: int | None = None) -> tuple[dict, str]:
     """Train one cell (or skip or resume it) with ``d_ff`` (``match_d_ff``; None: the member's own);
-    its row and what happened: skipped, ran, resumed."""
+    its row and what happened: skipped, ran, resumed. ``per_step``: its FLOPs per training step
+    (``flops_steps``; None: counted here)."""
     from ..train.evaluate import evaluate
     from ..train.loop import Trainer
     d, plan = cell.dir(out), s.plan(cell, d_ff)
@@ -237,17 +286,23 @@ def run_cell(cell: Cell, s: Settings, out: str | Path, data_dir=None, d_ff: int 
     resume = d if kind == "resume" else None
     task = tasks.make(cell.task, s.length(cell.task), batch_size=s.batch_size, seed=cell.seed,
                       eval_examples=s.eval_examples, data_dir=data_dir)
-    trainer = Trainer(config(cell, s, d, task.n_classes, d_ff), task=task, resume=resume, data_dir=data_dir)
+    per_step = step_flops(cell, s, task, d_ff) if per_step is None else per_step
+    cfg = config(cell, s, d, task.n_classes, d_ff, steps_of(s, cell.task, per_step))
+    trainer = Trainer(cfg, task=task, resume=resume, data_dir=data_dir)
     try:
         with peak_memory(trainer.device) as peak:  # training only: the imports of a process's first cell stay out
             result = trainer.fit()
         test = evaluate(trainer.model, task.test.batches(s.batch_size), device=trainer.device,
-                        precision=trainer.precision)
+                        precision=trainer.precision, metrics=task.eval_metrics)
     finally:
         trainer.close()
+    lm = tasks.metric(cell.task) == "bpc"
     row = {**asdict(cell), "lr": s.lr_of(cell), "d_ff": trainer.spec.ff.d_ff or 4 * trainer.spec.d_model,
            "length": s.length(cell.task), "params": result["params"], "steps": result["steps"],
-           "test_acc": test["acc"], "val_acc": result["val_acc"], "val_loss": result["val_loss"],
+           "metric": tasks.metric(cell.task), "test_acc": None if lm else test["acc"],
+           "val_acc": None if lm else result["val_acc"], "test_bpc": test["bpc"] if lm else None,
+           "val_bpc": result["val_bpc"] if lm else None, "flops_per_step": per_step,
+           "train_flops": per_step * result["steps"], "val_loss": result["val_loss"],
            "train_loss": result["train_loss"], "train_s": trainer.elapsed,
            "tokens_per_s": result["tokens_per_s"], "peak_mb": peak[0], "stopped": result["stopped"],
            "resumed": resume is not None, "precision": result["precision"], "threads": result["threads"],

@@ -56,7 +56,10 @@ def bars(rows: list[dict], task: str) -> str:
     mine = [r for r in rows if r["task"] == task]
     names = [r["member"] for r in mine]
     fig, axes = plt.subplots(1, 3, figsize=(13, 3.2))
-    panels = (("test accuracy %", [100 * r["test_acc"] for r in mine], [100 * (r["test_acc_std"] or 0) for r in mine]),
+    quality = (("test bits per byte (lower is better)", [r["test_bpc"] for r in mine],
+                [r["test_bpc_std"] or 0 for r in mine]) if mine[0].get("metric") == "bpc" else
+               ("test accuracy %", [100 * r["test_acc"] for r in mine], [100 * (r["test_acc_std"] or 0) for r in mine]))
+    panels = (quality,
               ("training tokens/s", [r["tokens_per_s"] or 0 for r in mine], None),
               ("peak MiB", [r["peak_mb"] or 0 for r in mine], None))
     for ax, (label, values, err) in zip(axes, panels):
@@ -126,11 +129,16 @@ def write(dirs: list[str | Path], out: str | Path) -> Path:
     if not cells:
         raise ValueError(f"no finished arena cells (<task>/<member>-s<seed>/cell.json) under "
                          f"{' '.join(map(str, dirs))}; pass the --out directory of a `tfamily arena` run")
-    rows = table.summarize(cells)
+    rows = table.summarize(cells, table.load_speed(dirs))
     machine = sorted({f"{c.get('device')}, {c.get('precision')}, {c.get('threads')} thread(s)" for c in cells})
+    timed = sorted({r["machine"] for r in rows if r["speed_from"] == "alternating" and r.get("machine")})
+    speed = (f"Tokens/s and peak memory: every member's training step timed alternating in one process on "
+             f"{'; '.join(timed)} (<code>tfamily arena speed</code>)." if timed else
+             "Tokens/s and peak memory come from the cells' own training: compare them only between cells run one "
+             "after another on one machine (<code>tfamily arena speed DIR</code> measures them alternating).")
     parts = [f"<h1>Arena: {len(rows)} (task, member) rows from {len(cells)} cells</h1>",
              f"<p>From {html.escape(', '.join(map(str, dirs)))}; cells ran on {html.escape('; '.join(machine))}. "
-             f"Speed and memory compare only between cells run one after another on one machine.</p>",
+             f"{speed}</p>",
              "<h2>Leaderboard</h2>", html_table(rows, table.FIELDS),
              "<h2>Accuracy against speed (marker area: peak memory)</h2>", scatter(rows),
              "<h2>Per task</h2>", *(bars(rows, t) for t in dict.fromkeys(r["task"] for r in rows)),

@@ -35,6 +35,8 @@ of the data). ``--length`` sets each task's sequence length:
   ``text``). Corpus style cannot tell them apart; the shared names, speakers, verses and headwords of
   a document can, wherever they sit in the windows. A ``dual_encoder`` model reads it: each window
   is encoded alone by one shared encoder (``models/dual_encoder.py``).
+* ``lm``: byte-level language modelling of GCIDE at a context of ``length`` bytes (default 4,096),
+  bits per byte on held-out windows (lower is better), every member its causal decoder (``lm.py``).
 """
 from __future__ import annotations
 
@@ -47,8 +49,9 @@ import torch.nn.functional as F
 from ..numbers import check_int
 from ..train.tasks.classify import ClassifyTask, Examples, generator
 
-DEFAULT_LENGTHS = {"listops": 256, "mnist": 14, "text": 256, "pathfinder": 16, "match": 256}
+DEFAULT_LENGTHS = {"listops": 256, "mnist": 14, "text": 256, "pathfinder": 16, "match": 256, "lm": 4096}
 PAIRED = ("match",)  # tasks whose rows are pairs: a dual encoder reads them
+LANGUAGE = ("lm",)   # tasks scored in bits per byte (lower is better), every member its causal decoder
 HELD_OUT = 1 << 62  # held-out sets use seeds no run uses
 
 
@@ -187,9 +190,27 @@ MAKERS: dict[str, Callable] = {"listops": _listops, "mnist": _mnist, "text": _te
                                "match": _match}
 
 
-def make(name: str, length: int, *, batch_size: int, seed: int, eval_examples: int, data_dir=None) -> ClassifyTask:
-    """The task ``name`` at ``length`` (see the module docstring) with ``batch_size`` rows a step."""
+def metric(name: str) -> str:
+    """What a task's leaderboard reports: ``acc`` (test accuracy, higher is better) or ``bpc``
+    (test bits per byte, lower is better)."""
+    return "bpc" if name in LANGUAGE else "acc"
+
+
+def make(name: str, length: int, *, batch_size: int, seed: int, eval_examples: int, data_dir=None):
+    """The task ``name`` at ``length`` (see the module docstring) with ``batch_size`` rows a step:
+    a ``ClassifyTask``, or for ``lm`` a ``lm.ByteLMTask``."""
     check_length(check_name(name), length)
+    if name in LANGUAGE:
+        from .lm import ByteLMTask
+        return ByteLMTask(length, batch_size=batch_size, seed=seed, eval_examples=eval_examples, data_dir=data_dir)
     draw, val, test, vocab_size, n_classes = MAKERS[name](length, eval_examples, data_dir)
     return ClassifyTask(name, draw, val, test, vocab_size=vocab_size, n_classes=n_classes,
                         batch_size=batch_size, seed=seed)
+
+
+def first_batch(task) -> dict:
+    """The task's first training batch at its seed, without moving its position (what FLOPs and
+    speed are measured on)."""
+    if isinstance(task, ClassifyTask):
+        return task.draw(task.batch_size, generator(task.seed, 0))
+    return task.peek()
