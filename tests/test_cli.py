@@ -99,10 +99,14 @@ def test_each_help_line_is_the_commands_own():
     assert {a.dest: a.help for a in sub._choices_actions} == {name: line for name, (_, line) in cli.COMMANDS.items()}
 
 
+# Every command's and every group's help; the leaves of bench, plot and repro (each its own
+# benchmark module) import what they measure.
+_HELPS = ["", "members", "train", "eval", "generate", "demo", "export", "compare", "download", "bench", "plot",
+          "repro", "arena", "arena report", "rl", "rl train", "rl sweep", "convert"]
 _PROBE = """
 import sys
 from tfamily.cli import main
-for argv in (["--help"], ["--version"], ["compare", "--help"]):
+for argv in [["--version"], *[[*c.split(), "--help"] for c in HELPS]]:
     try:
         main(argv)
     except SystemExit:
@@ -114,7 +118,47 @@ assert callable(tfamily.build), tfamily.build
 
 
 def test_help_and_version_do_not_import_torch():
-    done = subprocess.run([sys.executable, "-c", _PROBE], capture_output=True, text=True, timeout=120)
+    done = subprocess.run([sys.executable, "-c", f"HELPS = {_HELPS!r}\n{_PROBE}"], capture_output=True, text=True,
+                          timeout=120)
     assert done.returncode == 0, done.stderr
     assert "usage: tfamily" in done.stdout and "tfamily compare" in done.stdout
     assert "torch imported: False" in done.stderr
+
+
+def test_key_value_overrides_and_options_in_any_order():
+    p = cli.make_parser(["train"])
+    a = p.parse(["train", "model.d_model=32", "--out", "runs/lr=1e-3", "train.lr=1e-3", "--steps", "2", "x.y=1"])
+    assert a.overrides == ["model.d_model=32", "train.lr=1e-3", "x.y=1"]
+    assert (a.out, a.steps, a.command, a.func.__name__) == ("runs/lr=1e-3", 2, "train", "_train")
+    a = p.parse(["train", "--out=runs/b=2", "-c", "tiny", "model.d_model=32"])
+    assert (a.out, a.config, a.overrides) == ("runs/b=2", "tiny", ["model.d_model=32"])
+
+
+def test_nested_commands_flatten_into_one_namespace():
+    p = cli.make_parser(["arena"])
+    a = p.parse(["arena", "report", "somewhere", "--out", "page.html"])
+    assert (a.command, a.arena_command, a.dirs, a.out, a.func.__name__) == (
+        "arena", "report", ["somewhere"], "page.html", "_report")
+
+
+def test_a_benchmark_module_is_imported_only_when_named():
+    p = cli.make_parser(["bench"])
+    (group,) = [a for a in p._actions if isinstance(a, argparse._SubParsersAction)]
+    bench = group.choices["bench"]
+    (inner,) = [a for a in bench._actions if isinstance(a, argparse._SubParsersAction)]
+    assert all(q._build is not None for q in inner.choices.values())  # nothing declared yet
+    a = p.parse(["bench", "attention", "--seq-lens", "64", "--dtype", "float32"])
+    assert a.name == "attention" and a.seq_lens == [64]
+    assert inner.choices["attention"]._build is None and inner.choices["lsh"]._build is not None
+
+
+@pytest.mark.parametrize("argv,names", [
+    (["train", "--ste", "3"], "--ste"),                      # an abbreviation: options are named in full
+    (["train", "--steps", "many"], "--steps"),               # argparse's message, naming the option
+    (["arena", "--lr", "x"], "--lr"),
+])
+def test_usage_errors_name_the_option_in_one_line(argv, names, capsys):
+    with pytest.raises(SystemExit) as e:
+        cli.main(argv)
+    err = capsys.readouterr().err
+    assert e.value.code == 2 and err.count("\n") == 1 and names in err and "--help" in err, err

@@ -143,3 +143,8 @@ def test_every_member_exports_or_is_refused(tmp_path, name, fmt):
         ids = [torch.randint(0, 23, (b, n + i)) for i in range(len(input_names(model)))]
         with torch.no_grad():
             torch.testing.assert_close(run(*ids), model(*ids), atol=1e-4, rtol=1e-4)
+
+
+def test_the_commands_format_list_is_the_exporters():
+    from tfamily.export_cli import FORMAT_NAMES
+    assert FORMAT_NAMES == FORMATS

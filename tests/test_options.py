@@ -56,7 +56,8 @@ def _value(action: argparse.Action) -> list[str]:
         return []
     if action.choices:
         return [str(list(action.choices)[0])]
-    return ["90s" if action.type in (None, options.seconds) else "3"]
+    kind = getattr(action, "_typehint", action.type)  # jsonargparse keeps `type=` as a type hint
+    return ["90s" if kind in (None, str, options.seconds) else "3"]
 
 
 def test_every_renamed_option_works_and_names_the_new_one(leaves, capsys):
@@ -65,8 +66,8 @@ def test_every_renamed_option_works_and_names_the_new_one(leaves, capsys):
         for old, new in options.deprecated(parser).items():
             target = parser._option_string_actions[new]
             value = _value(target)
-            got = parser.parse_known_args([*_required(parser), old, *value])[0]
-            want = parser.parse_known_args([*_required(parser), new, *value])[0]
+            got = parser.parse([*_required(parser), old, *value])
+            want = parser.parse([*_required(parser), new, *value])
             assert getattr(got, target.dest) == getattr(want, target.dest), (path, old)
             err = capsys.readouterr().err
             assert err.count("\n") == 1 and f"{old} is deprecated; use {new}" in err, (path, old, err)
@@ -77,9 +78,9 @@ def test_every_renamed_option_works_and_names_the_new_one(leaves, capsys):
 def test_renamed_train_flags_reach_the_config():
     from tfamily.train.flags import flag_overrides
     p = cli.make_parser(["train"])
-    args = p.parse_args(["train", "--steps", "7", "--time", "5m", "train.lr=1e-3"])
+    args = p.parse(["train", "--steps", "7", "--time", "5m", "train.lr=1e-3"])
     assert flag_overrides(args) == {"train.max_steps": 7, "train.time_budget": "5m", "train.lr": 1e-3}
-    args = p.parse_args(["train", "train.lr=1e-3", "--steps", "7", "--time", "5m"])
+    args = p.parse(["train", "train.lr=1e-3", "--steps", "7", "--time", "5m"])
     assert flag_overrides(args) == {"train.max_steps": 7, "train.time_budget": "5m", "train.lr": 1e-3}
 
 

@@ -4,8 +4,11 @@
 #   torchrun --standalone --nproc_per_node=2 -m tfamily.cli train member=gpt model.d_model=64 \
 #     model.depth.n_layers=2 model.dropout=0.0 train.parallel=fsdp train.device=cpu train.precision=fp32 \
 #     train.max_steps=4 train.warmup=0 train.min_lr_ratio=1.0 train.out=.gpu_data/fsdp2cpu
+# and the wheels of the CLI's pure-Python dependencies the GPU image may lack:
+#   pip download --no-deps -d .gpu_data/wheels jsonargparse==4.53.0 omegaconf==2.4.0
 # Then: run(command="bash experiments/gpu/next.sh", carry=[".gpu_data"], timeout_s=480)
 set -u
+pip install --quiet --no-index --no-deps .gpu_data/wheels/*.whl || echo "no wheels carried: the CLI may not start"
 export PYTHONPATH=src PYTHONUNBUFFERED=1 TFAMILY_DATA=$PWD/.gpu_data TFAMILY_NATIVE=0
 T="python3 -m tfamily.cli"
 R=/tmp/gpu_results; mkdir -p $R

@@ -23,7 +23,7 @@ COMMANDS = {
     "generate": ("tfamily.train.cli", "sample text from a checkpoint"),
     "demo": ("tfamily.train.cli", "train a small character GPT on Tiny Shakespeare (~5 min on 2 cores), "
                                   "print validation bpc and a sample"),
-    "export": ("tfamily.export", "export a trained model as ONNX, TorchScript, a torch.export program "
+    "export": ("tfamily.export_cli", "export a trained model as ONNX, TorchScript, a torch.export program "
                                  "(pt2) or a Hugging Face checkpoint (hf), checked against the eager model"),
     "compare": ("tfamily.compare", "final metrics of runs in one table and their curves in one figure"),
     "download": ("tfamily.data.cli", "download and verify a dataset (tinyshakespeare, enwik8, text8)"),
@@ -31,20 +31,181 @@ COMMANDS = {
     "plot": ("tfamily.bench.cli", "plots of trained models"),
     "repro": ("tfamily.repro.cli", "reproduce a paper's experiment"),
     "patterns": ("tfamily.bench.cli", "draw every attention pattern as a PNG"),
-    "arena": ("tfamily.arena.cli", "members side by side on long-range classification tasks (ListOps, MNIST "
-                                   "pixels, Pathfinder, text, document matching): one leaderboard"),
+    "arena": ("tfamily.arena.cli", "members side by side on long-range tasks (ListOps, MNIST pixels, Pathfinder, "
+                                   "text, document matching, byte-level language modelling): one leaderboard"),
     "rl": ("tfamily.rl.cli", "reinforcement learning: PPO with memory torsos on gymnasium/POPGym"),
     "convert": ("tfamily.pretrained.cli", "import a local Hugging Face checkpoint (config.json + "
                                           "model.safetensors) as a tfamily run directory"),
 }
 
 
-class Parser(argparse.ArgumentParser):
-    """A usage error (an unknown option, a value of the wrong type) in one line, exit status 2, as
-    every other bad input; the full usage stays one `--help` away."""
+def _jsonargparse():
+    """jsonargparse's parser, imported on first use (about 0.1 s): `tfamily --version` skips it."""
+    from jsonargparse import ArgumentParser, Namespace
+    return ArgumentParser, Namespace
 
-    def error(self, message: str):
-        self.exit(2, f"{self.prog}: error: {one_line(message)}; see `{self.prog} --help`\n")
+
+class _Commands:
+    """argparse's ``add_subparsers()`` object on jsonargparse's subcommands, so every command module
+    declares its options with the plain argparse calls (``sub.add_parser``, ``p.add_argument``)."""
+
+    def __init__(self, parent: "Parser", dest: str, required: bool):
+        self.parent, self.dest = parent, dest
+        self.action = _jsonargparse()[0].add_subcommands(parent, required=required, dest=dest)
+
+    def add_parser(self, name: str, help: str | None = None, build=None, **kw) -> "Parser":
+        """A subcommand's parser; with ``build(parser)``, its options are declared only when the
+        subcommand is named on the command line (or every parser is wanted), so a command's module,
+        and torch with it, is imported only when that command runs or shows its help."""
+        prog = f"{self.parent.prog} {name}"
+        parser = __getattr__("Parser")(prog=prog, **kw)
+        self.action.add_subcommand(name, parser, help=help)
+        parser.prog = prog  # jsonargparse writes "tfamily [options] train"
+        parser._build = build
+        if _EAGER:
+            parser.materialize()
+        return parser
+
+
+def _on_strings(convert):
+    """``convert`` applied as argparse applies a ``type=``: to strings only (jsonargparse also
+    passes it the converted value and the default when it validates), under the same name, so a
+    bad value reads "argument --steps: invalid int value: 'x'". Plain int and float stay argparse's
+    conversions: jsonargparse's type hints refuse nan and inf before the command can say why, and
+    name the key rather than the option."""
+    def on_strings(value):
+        return convert(value) if isinstance(value, str) else value
+    on_strings.__name__ = getattr(convert, "__name__", "value")
+    return on_strings
+
+
+_EAGER = False  # declare every subcommand's options at once (make_parser() with no command named)
+
+
+def _parser_class():
+    ArgumentParser, _ = _jsonargparse()
+
+    class Parser(ArgumentParser):
+        """The CLI's parser: jsonargparse (typed values, nested subcommands, config files) with a
+        usage error (an unknown option, a value of the wrong type) in one line, exit status 2, as
+        every other bad input; the full usage stays one `--help` away."""
+
+        _extra: dict = {}
+        _commands: _Commands | None = None
+        _build = None
+
+        def materialize(self) -> None:
+            """Declare the options of a lazily built subcommand (see _Commands.add_parser)."""
+            build, self._build = self._build, None
+            if build is not None:
+                build(self)
+
+        def __init__(self, *args, **kw):
+            kw.setdefault("exit_on_error", True)
+            kw.setdefault("allow_abbrev", False)  # an option is named in full (jsonargparse 5's default)
+            super().__init__(*args, **kw)
+
+        def add_argument(self, *args, **kw):
+            if callable(kw.get("type")):
+                kw["type"] = _on_strings(kw["type"])
+            return super().add_argument(*args, **kw)
+
+        def parse_args(self, args=None, namespace=None, **kw):
+            args = sys.argv[1:] if args is None else list(args)
+            return super().parse_args(self._intermixed(args), namespace, **kw)
+
+        def _intermixed(self, args: list[str]) -> list[str]:
+            """``args`` with the innermost command's positionals moved after its options, so
+            ``train -c tiny model.d_model=64 --steps 10 train.lr=1e-3`` parses: argparse (and
+            jsonargparse) take a positional list only in one piece."""
+            if "--" in args:
+                return args
+            parser, i, moved, kept = self, 0, [], []
+            while i < len(args):
+                token = args[i]
+                if token.startswith("-") and len(token) > 1:
+                    name = token.split("=", 1)[0]
+                    action = parser._option_string_actions.get(name)
+                    kept.append(token)
+                    i += 1
+                    if action is None or "=" in token:
+                        continue
+                    nargs = action.nargs
+                    if isinstance(nargs, int):
+                        kept.extend(args[i:i + nargs])
+                        i += nargs
+                    elif nargs is None:
+                        kept.extend(args[i:i + 1])
+                        i += 1
+                    elif nargs in ("?", "*", "+"):
+                        while i < len(args) and not args[i].startswith("-"):
+                            kept.append(args[i])
+                            i += 1
+                            if nargs == "?":
+                                break
+                    continue
+                commands = parser._commands
+                if commands is not None and not moved and token in commands.action._name_parser_map:
+                    kept.append(token)
+                    parser = commands.action._name_parser_map[token]
+                    parser.materialize()
+                else:
+                    moved.append(token)
+                i += 1
+            return kept + moved
+
+        def error(self, message: str, ex: Exception | None = None):
+            self.exit(2, f"{self.prog}: error: {one_line(message)}; see `{self.prog} --help`\n")
+
+        def set_defaults(self, *args, **kw):
+            # jsonargparse keeps defaults only for declared options; what a command attaches to its
+            # parser (``func``: the function that runs it) is kept here and merged by flatten().
+            known = {a.dest for a in self._actions}
+            self._extra = {**self._extra, **{k: kw.pop(k) for k in list(kw) if k not in known}}
+            if args or kw:
+                super().set_defaults(*args, **kw)
+
+        def add_subparsers(self, dest: str | None = None, metavar: str | None = None, required: bool = False,
+                           **kw) -> _Commands:
+            self._commands = _Commands(self, dest or "subcommand", required)
+            return self._commands
+
+        def parse_known_intermixed_args(self, args=None, namespace=None):
+            raise NotImplementedError("jsonargparse parses options and positionals in any order")
+
+        def parse(self, args=None) -> argparse.Namespace:
+            """``args`` parsed into the flat namespace every command reads (see flatten)."""
+            return self.flatten(self.parse_args(args))
+
+        def flatten(self, cfg) -> argparse.Namespace:
+            """jsonargparse's nested result (``cfg.train.steps``) as the flat namespace each command
+            reads (``args.steps``), with ``command``, the inner command's dest and ``func`` set."""
+            _, Namespace = _jsonargparse()
+            out = argparse.Namespace()
+            parser = self
+            while True:
+                for key, value in vars(cfg).items():
+                    if not isinstance(value, Namespace):
+                        setattr(out, key, value)
+                for key, value in parser._extra.items():
+                    setattr(out, key, value)
+                commands = parser._commands
+                name = getattr(cfg, commands.dest, None) if commands else None
+                if not name:
+                    return out
+                parser, cfg = commands.action._name_parser_map[name], getattr(cfg, name)
+
+    return Parser
+
+
+def __getattr__(name: str):
+    # ``Parser`` is built on first use so that importing tfamily.cli (e.g. for `--version`) does not
+    # import jsonargparse.
+    if name == "Parser":
+        if "Parser" not in globals():
+            globals()["Parser"] = _parser_class()
+        return globals()["Parser"]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 class UserError(Exception):
@@ -117,8 +278,10 @@ def _members(args) -> int:
 def make_parser(commands=None) -> argparse.ArgumentParser:
     """The CLI's parser with the full options of ``commands`` (default: all); any other command is
     listed by name and help line only, so its module (and torch) is not imported."""
+    global _EAGER
     from . import __version__
-    parser = Parser(prog="tfamily", description="The Transformer family: train, compare, reuse.")
+    _EAGER = commands is None
+    parser = __getattr__("Parser")(prog="tfamily", description="The Transformer family: train, compare, reuse.")
     parser.add_argument("--version", action="version", version=f"tfamily {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     wanted = set(COMMANDS if commands is None else commands)
@@ -143,7 +306,7 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     command = next((a for a in argv if not a.startswith("-")), None)
     parser = make_parser([command] if command in COMMANDS else [])
-    args = parser.parse_args(argv)
+    args = parser.parse(argv)
     if not getattr(args, "func", None):
         parser.print_help()
         return 2

@@ -21,7 +21,6 @@ from __future__ import annotations
 import contextlib
 import importlib.util
 import io
-import json
 import os
 import shutil
 import tempfile
@@ -210,57 +209,3 @@ def export(model: nn.Module, fmt: str, out: str | Path, seq_len: int) -> dict:
     dynamic = f"batch and sequence length dynamic (1..{top or 'any'})"
     return {"member": spec.member, "format": fmt, "path": str(path), "bytes": path.stat().st_size,
             "inputs": list(input_names(model)), "dynamic": dynamic, "max_abs_diff": diff, "notes": notes(spec)}
-
-
-# -- the command ---------------------------------------------------------------------------------
-def add_parser(sub) -> None:
-    p = sub.add_parser("export", help="export a trained model as ONNX, TorchScript, a torch.export program "
-                                      "(pt2) or a Hugging Face checkpoint (hf), checked against the eager model")
-    p.add_argument("run", metavar="RUN", help="a run directory (or one checkpoint directory) of tfamily train")
-    p.add_argument("--format", required=True, metavar="FORMAT", help=f"one of {', '.join(FORMATS)}, hf")
-    p.add_argument("--out", required=True, metavar="PATH", help="the file to write (its directory must exist); "
-                                                                "for hf, a new directory")
-    p.add_argument("--json", action="store_true", help="print the summary as JSON")
-    p.set_defaults(func=_export)
-
-
-def _export(args) -> int:
-    from .train.sample import load_trained
-    if args.format == "hf":
-        return _export_hf(args)
-    fmt = check_format(args.format)
-    check_out(args.out, fmt)  # before the checkpoint is read: a bad path fails fast
-    tr = load_trained(args.run, "cpu")
-    reason = refusal(tr.spec, fmt)
-    if reason:
-        raise ValueError(reason)
-    result = export(tr.model, fmt, args.out, tr.seq_len)
-    result["checkpoint"] = str(tr.path)
-    if args.json:
-        print(json.dumps(result, indent=2))
-        return 0
-    print(f"exported {result['member']} ({tr.path.name}) as {fmt} to {result['path']} "
-          f"({result['bytes'] / 1e6:.1f} MB); inputs {', '.join(result['inputs'])}; {result['dynamic']}; "
-          f"max |logit - eager| {result['max_abs_diff']:.2g}")
-    for note in result["notes"]:
-        print(f"  note: {note}")
-    return 0
-
-
-def _export_hf(args) -> int:
-    from .pretrained.hf import check_out, export_hf, hf_config
-    from .train.sample import load_trained
-    check_out(args.out)  # before the checkpoint is read: a bad path fails fast
-    tr = load_trained(args.run, "cpu")
-    hf_config(tr.spec)
-    result = export_hf(tr.model, args.out, tr.vocab)
-    result["checkpoint"] = str(tr.path)
-    if args.json:
-        print(json.dumps(result, indent=2))
-        return 0
-    print(f"exported {result['member']} ({tr.path.name}) as a Hugging Face {result['model_type']} checkpoint to "
-          f"{result['path']} ({', '.join(result['files'])}); max |logit - eager| {result['max_abs_diff']:.2g}")
-    if "tokenizer.json" not in result["files"]:
-        print("  note: the run's vocabulary is not a tokenizer.json (character or byte); transformers loads the "
-              "model, a tokenizer must come from elsewhere")
-    return 0

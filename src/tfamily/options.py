@@ -44,9 +44,10 @@ def renamed(parser: argparse.ArgumentParser, new: str, *old: str) -> None:
     ``new`` (added to ``parser`` before): same value, type and choices, one note on stderr."""
     target = parser._option_string_actions[new]
     for name in old:
-        parser.add_argument(name, action=_Renamed, target=target, dest=target.dest, nargs=target.nargs,
-                            type=target.type, choices=target.choices, metavar=target.metavar,
-                            default=argparse.SUPPRESS, help=argparse.SUPPRESS)
+        same = {k: getattr(target, k) for k in ("nargs", "type", "choices", "metavar")
+                if getattr(target, k) is not None}
+        parser.add_argument(name, action=_Renamed, target=target, dest=target.dest, default=argparse.SUPPRESS,
+                            help=argparse.SUPPRESS, **same)
 
 
 def deprecated(parser: argparse.ArgumentParser) -> dict[str, str]:

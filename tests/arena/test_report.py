@@ -35,16 +35,16 @@ def test_report_of_a_directory_without_cells_is_refused_in_one_line(tmp_path, ca
 def test_the_arena_cpu_preset_fills_the_flags_not_given():
     from tfamily.arena.cli import apply_preset
     parser = cli.make_parser()
-    args = parser.parse_args(["arena", "--preset", "arena-cpu"])
+    args = parser.parse(["arena", "--preset", "arena-cpu"])
     apply_preset(args)
     assert (args.tasks, args.seeds, args.steps, args.lr, args.batch_size, args.threads) == (
         ["listops", "mnist", "text"], 3, ["600", "text=80"], [1e-3, 2e-3], 16, 1)
     assert args.length == ["listops=128", "mnist=14", "text=1024"] and len(args.members) == 5
-    args = parser.parse_args(["arena", "--preset", "arena-cpu", "--tasks", "listops", "--seeds", "1", "--time", "5m",
+    args = parser.parse(["arena", "--preset", "arena-cpu", "--tasks", "listops", "--seeds", "1", "--time", "5m",
                               "--length", "listops=256"])
     apply_preset(args)
     assert (args.tasks, args.seeds, args.steps, args.time) == (["listops"], 1, None, "5m")
     assert args.length == ["mnist=14", "text=1024", "listops=256"]
-    args = parser.parse_args(["arena", "--preset", "arena-cpu", "--steps", "100", "mnist=50", "--lr", "3e-3"])
+    args = parser.parse(["arena", "--preset", "arena-cpu", "--steps", "100", "mnist=50", "--lr", "3e-3"])
     apply_preset(args)  # a plain --steps replaces the preset's, a task's wins over the preset's for that task
     assert (args.steps, args.lr) == (["text=80", "100", "mnist=50"], [3e-3])

@@ -135,9 +135,10 @@ def test_default_target_falls_back_to_cache_when_data_dir_unwritable(tmp_path, m
 
 def test_cli_main(tmp_path, monkeypatch, served, capsys):
     monkeypatch.setitem(DATASETS, "fake", Dataset(served, "fake.txt", None, member="fake.txt"))
-    assert dl.main(["fake", "--data-dir", str(tmp_path / "d"), "--no-progress"]) == 0
+    from tfamily.cli import main
+    assert main(["download", "fake", "--data-dir", str(tmp_path / "d"), "--no-progress"]) == 0
     assert capsys.readouterr().out.strip() == str(tmp_path / "d" / "fake.txt")
-    assert dl.main(["nope"]) == 2
+    assert main(["download", "nope"]) == 2
     assert "unknown dataset" in capsys.readouterr().err
 
 

@@ -34,3 +34,7 @@ The rules every cell follows (enforced by ``grid.config``, the only place a cell
   included) and peak memory come from the cell's own process, so compare them only between cells
   run one after another on one machine, never between shards run in parallel.
 """
+
+# The members the arena compares by default (`tfamily arena` with no --members); here rather than in
+# grid.py so that `tfamily arena --help` imports no torch.
+ARENA_MEMBERS = ("gpt", "sparse_transformer_strided", "longformer", "bigbird", "reformer")

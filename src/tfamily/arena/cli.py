@@ -23,7 +23,7 @@ DEFAULTS = {"tasks": ["listops"], "length": [], "seeds": 1, "batch_size": 16, "t
 
 def add_parser(sub) -> None:
     p = sub.add_parser("arena", help=HELP, description=HELP)
-    from .grid import ARENA_MEMBERS
+    from . import ARENA_MEMBERS
     p.add_argument("--members", nargs="+", default=list(ARENA_MEMBERS),
                    help="members to compare, each its bidirectional encoder; NAME:causal runs the decoder as it is")
     p.add_argument("--causal", action="store_true",

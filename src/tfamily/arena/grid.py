@@ -24,9 +24,8 @@ import torch
 from ..numbers import check_int
 from ..train import grid as runner
 from ..train.grid import parse_shard  # noqa: F401  (the arena's --shard, as every grid reads it)
-from . import tasks
+from . import ARENA_MEMBERS, tasks  # ARENA_MEMBERS: the default members, defined torch-free
 
-ARENA_MEMBERS = ("gpt", "sparse_transformer_strided", "longformer", "bigbird", "reformer")
 CAUSAL = "causal"  # the one member variant: NAME:causal keeps the decoder's causal pattern
 
 

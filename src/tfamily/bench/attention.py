@@ -340,7 +340,6 @@ def _table(rows: list[dict]) -> None:
               f"{r['peak_mb']:>9.1f}{vt:>10}{vb:>18}")
 
 
-if __name__ == "__main__":
-    parser = argparse.ArgumentParser()
-    add_args(parser)
-    sys.exit(run(parser.parse_args()))
+if __name__ == "__main__":  # the same as `tfamily bench attention`
+    from ..cli import main
+    sys.exit(main(["bench", "attention", *sys.argv[1:]]))

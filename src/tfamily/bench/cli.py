@@ -6,7 +6,10 @@ by name here and imported only when used; ``group`` lays such a table out as one
 """
 from __future__ import annotations
 
+import ast
+import functools
 import importlib
+import importlib.util
 
 BENCHES = {
     "attention": "tfamily.bench.attention",
@@ -29,24 +32,34 @@ PLOTS = {
 PATTERNS_MODULE = "tfamily.bench.pattern_pictures"
 
 
-def _available(table: dict) -> dict:
-    out = {}
-    for name, module in table.items():
-        try:
-            out[name] = importlib.import_module(module)
-        except ModuleNotFoundError as e:
-            if not (e.name and e.name.startswith("tfamily")):
-                raise
-    return out
+def _exists(module: str) -> bool:
+    """False for a module of the table not written yet."""
+    try:
+        return importlib.util.find_spec(module) is not None
+    except ModuleNotFoundError:
+        return False
+
+
+def first_doc_line(module: str) -> str | None:
+    """The first line of ``module``'s docstring, read from its source without importing it (most
+    benchmark modules import torch, which `tfamily bench --help` does without)."""
+    origin = importlib.util.find_spec(module).origin
+    doc = ast.get_docstring(ast.parse(open(origin, encoding="utf-8").read()))
+    return doc.strip().splitlines()[0] if doc else None
+
+
+def _declare(module: str, parser) -> None:
+    mod = importlib.import_module(module)
+    mod.add_args(parser)
+    parser.set_defaults(func=_no_negative_counts(mod.run))
 
 
 def group(sub, command: str, help_: str, table: dict) -> None:
     p = sub.add_parser(command, help=help_)
     inner = p.add_subparsers(dest="name", metavar="NAME")
-    for name, mod in _available(table).items():
-        q = inner.add_parser(name, help=(mod.__doc__ or "").strip().splitlines()[0] if mod.__doc__ else None)
-        mod.add_args(q)
-        q.set_defaults(func=_no_negative_counts(mod.run))
+    for name, module in table.items():
+        if _exists(module):
+            inner.add_parser(name, help=first_doc_line(module), build=functools.partial(_declare, module))
     p.set_defaults(func=lambda args: p.print_help() or 2)
 
 
@@ -64,8 +77,9 @@ def _no_negative_counts(run):
 def add_parser(sub) -> None:
     group(sub, "bench", "benchmarks (speed and memory), printed and saved as JSON/CSV", BENCHES)
     group(sub, "plot", "plots of trained models", PLOTS)
-    mods = _available({"patterns": PATTERNS_MODULE})
-    if "patterns" in mods:
-        p = sub.add_parser("patterns", help="draw every attention pattern as a PNG")
-        mods["patterns"].add_args(p)
-        p.set_defaults(func=mods["patterns"].run)
+    if _exists(PATTERNS_MODULE):
+        def declare(p):
+            mod = importlib.import_module(PATTERNS_MODULE)
+            mod.add_args(p)
+            p.set_defaults(func=mod.run)
+        sub.add_parser("patterns", help="draw every attention pattern as a PNG", build=declare)

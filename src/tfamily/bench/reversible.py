@@ -163,7 +163,6 @@ def _plot(rows: list[dict], path: Path) -> None:
     plt.close(fig)
 
 
-if __name__ == "__main__":
-    parser = argparse.ArgumentParser()
-    add_args(parser)
-    sys.exit(run(parser.parse_args()))
+if __name__ == "__main__":  # the same as `tfamily bench reversible`
+    from ..cli import main
+    sys.exit(main(["bench", "reversible", *sys.argv[1:]]))

@@ -4,23 +4,32 @@ Data files are read from a directory the user names (`--data-dir`), else
 `$TFAMILY_DATA`, else the per-user cache (see `paths`); nothing is ever
 shipped in the repository.
 """
-from .batching import EvalBatches, RandomWindows, StreamBatches, eval_batches
-from .corpora import CORPORA, Corpus, clear_corpus_cache, load_corpus
-# The function is exported as `download_dataset` so that `tfamily.data.download`
-# stays the module (a same-named attribute would shadow it for `import ... as`).
-from .download import DATASETS, ChecksumError, Dataset, md5_file, verify_file
-from .download import download as download_dataset
-from .mnist import MnistSplit, load_mnist_t10k, read_idx, read_idx_images, read_idx_labels
-from .paths import DataNotFoundError, cache_dir, find_file, resolve_data_dir, search_dirs
-from .synthetic import TASKS, Batch, listops_eval, make_task
-from .vocab import ByteVocab, CharVocab, vocab_from_json
+from __future__ import annotations
 
-__all__ = [
-    "ByteVocab", "CharVocab", "vocab_from_json",
-    "DataNotFoundError", "cache_dir", "find_file", "resolve_data_dir", "search_dirs",
-    "DATASETS", "Dataset", "ChecksumError", "download_dataset", "md5_file", "verify_file",
-    "CORPORA", "Corpus", "load_corpus", "clear_corpus_cache",
-    "MnistSplit", "load_mnist_t10k", "read_idx", "read_idx_images", "read_idx_labels",
-    "RandomWindows", "StreamBatches", "EvalBatches", "eval_batches",
-    "TASKS", "Batch", "make_task", "listops_eval",
-]
+import importlib
+
+# name -> the submodule defining it, imported on first use: batching and synthetic import torch,
+# which `tfamily train --help` and `tfamily download` (through tfamily.data.*) do without.
+_LAZY = {
+    "EvalBatches": "batching", "RandomWindows": "batching", "StreamBatches": "batching", "eval_batches": "batching",
+    "CORPORA": "corpora", "Corpus": "corpora", "clear_corpus_cache": "corpora", "load_corpus": "corpora",
+    "DATASETS": "download", "ChecksumError": "download", "Dataset": "download", "md5_file": "download",
+    "verify_file": "download",
+    "MnistSplit": "mnist", "load_mnist_t10k": "mnist", "read_idx": "mnist", "read_idx_images": "mnist",
+    "read_idx_labels": "mnist",
+    "DataNotFoundError": "paths", "cache_dir": "paths", "find_file": "paths", "resolve_data_dir": "paths",
+    "search_dirs": "paths",
+    "TASKS": "synthetic", "Batch": "synthetic", "listops_eval": "synthetic", "make_task": "synthetic",
+    "ByteVocab": "vocab", "CharVocab": "vocab", "vocab_from_json": "vocab",
+}
+__all__ = sorted({*_LAZY, "download_dataset"})
+
+
+def __getattr__(name: str):
+    # The function is exported as `download_dataset` so that `tfamily.data.download` stays the
+    # module (a same-named attribute would shadow it for `import ... as`).
+    if name == "download_dataset":
+        return importlib.import_module(f"{__name__}.download").download
+    if name not in _LAZY:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(f"{__name__}.{_LAZY[name]}"), name)

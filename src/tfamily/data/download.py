@@ -179,7 +179,7 @@ def _extract(ds: Dataset, archive: str, new_tmp, progress: bool) -> tuple[str, i
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """The options of `tfamily download` (shared by `python -m tfamily.data.download`)."""
+    """The options of `tfamily download`."""
     parser.add_argument("names", nargs="+", metavar="NAME", help=f"one or more of {sorted(DATASETS)}")
     parser.add_argument("--data-dir", default=None, help=f"target directory (default: ${ENV_VAR} if writable, else the cache)")
     parser.add_argument("--force", action="store_true", help="download even if the file is already present")
@@ -205,13 +205,3 @@ def run(args: argparse.Namespace) -> int:
             return 2
         print(path)
     return 0
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="tfamily download", description="Download and verify datasets.")
-    add_arguments(parser)
-    return run(parser.parse_args(argv))
-
-
-if __name__ == "__main__":
-    sys.exit(main())

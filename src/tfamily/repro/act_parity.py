@@ -24,7 +24,6 @@ skips a finished one, ``--shard i/n`` trains every n-th.
 """
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 
@@ -202,7 +201,6 @@ def run(args) -> int:
     return 0
 
 
-if __name__ == "__main__":
-    parser = argparse.ArgumentParser()
-    add_args(parser)
-    sys.exit(run(parser.parse_args()))
+if __name__ == "__main__":  # the same as `tfamily repro act-parity`
+    from ..cli import main
+    sys.exit(main(["repro", "act-parity", *sys.argv[1:]]))

@@ -146,8 +146,6 @@ def run(args) -> int:
     return 0
 
 
-if __name__ == "__main__":
-    import argparse
-    parser = argparse.ArgumentParser(prog="python -m tfamily.repro.al_rfou_aux")
-    add_args(parser)
-    sys.exit(run(parser.parse_args()))
+if __name__ == "__main__":  # the same as `tfamily repro al-rfou-aux`
+    from ..cli import main
+    sys.exit(main(["repro", "al-rfou-aux", *sys.argv[1:]]))

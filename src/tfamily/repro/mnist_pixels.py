@@ -238,8 +238,6 @@ def run(args) -> int:
     return 0
 
 
-if __name__ == "__main__":
-    import argparse
-    parser = argparse.ArgumentParser(prog="python -m tfamily.repro.mnist_pixels")
-    add_args(parser)
-    sys.exit(run(parser.parse_args()))
+if __name__ == "__main__":  # the same as `tfamily repro mnist-local2d`
+    from ..cli import main
+    sys.exit(main(["repro", "mnist-local2d", *sys.argv[1:]]))

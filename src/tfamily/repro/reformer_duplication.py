@@ -22,7 +22,6 @@ skips a finished one, ``--shard i/n`` trains every n-th.
 """
 from __future__ import annotations
 
-import argparse
 import csv
 import functools
 import json
@@ -206,7 +205,6 @@ def _table(rows: list[dict], evals: list[str], length: int) -> str:
     return "\n".join(lines)
 
 
-if __name__ == "__main__":
-    parser = argparse.ArgumentParser()
-    add_args(parser)
-    sys.exit(run(parser.parse_args()))
+if __name__ == "__main__":  # the same as `tfamily repro reformer-duplication`
+    from ..cli import main
+    sys.exit(main(["repro", "reformer-duplication", *sys.argv[1:]]))

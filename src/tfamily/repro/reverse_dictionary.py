@@ -214,8 +214,6 @@ def run(args) -> int:
     return 0
 
 
-if __name__ == "__main__":
-    import argparse
-    parser = argparse.ArgumentParser(prog="python -m tfamily.repro.reverse_dictionary")
-    add_args(parser)
-    sys.exit(run(parser.parse_args()))
+if __name__ == "__main__":  # the same as `tfamily repro reverse-dictionary`
+    from ..cli import main
+    sys.exit(main(["repro", "reverse-dictionary", *sys.argv[1:]]))

@@ -184,8 +184,6 @@ def save_target_curves(curves: list[dict], rows: list[dict], target: float | Non
     save_bpc_curves(lines, path, title, target)
 
 
-if __name__ == "__main__":
-    import argparse
-    parser = argparse.ArgumentParser(prog="python -m tfamily.repro.sparse_text")
-    add_args(parser)
-    sys.exit(run(parser.parse_args()))
+if __name__ == "__main__":  # the same as `tfamily repro sparse-text`
+    from ..cli import main
+    sys.exit(main(["repro", "sparse-text", *sys.argv[1:]]))

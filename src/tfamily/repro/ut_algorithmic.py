@@ -36,7 +36,6 @@ grid runner (``train/grid.py``): a rerun over the same ``--out`` skips a finishe
 """
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 
@@ -296,7 +295,6 @@ def run(args) -> int:
     return 0
 
 
-if __name__ == "__main__":
-    parser = argparse.ArgumentParser(prog="python -m tfamily.repro.ut_algorithmic")
-    add_args(parser)
-    sys.exit(run(parser.parse_args()))
+if __name__ == "__main__":  # the same as `tfamily repro ut-algorithmic`
+    from ..cli import main
+    sys.exit(main(["repro", "ut-algorithmic", *sys.argv[1:]]))

@@ -50,7 +50,6 @@ def add_parser(sub) -> None:
                        description="Train a family member. Settings come from a config file (-c) and "
                                    "key=value overrides with dotted keys into the sections member, model "
                                    "(spec overrides), data and train, e.g. model.heads.n_kv_heads=2 train.lr=3e-3.")
-    p.__class__ = _Intermixed
     p.add_argument("overrides", nargs="*", metavar="KEY=VALUE", help="e.g. model.d_model=256 data.corpus=kjv")
     p.add_argument("-c", "--config", help="a config file, or a packaged config by name (tiny, demo, copy, ...)")
     p.add_argument("--member", help="family member to train (see `tfamily members`)")
@@ -110,7 +109,6 @@ def add_parser(sub) -> None:
 
     p = sub.add_parser("demo", help="train a small character GPT on Tiny Shakespeare (~5 min on 2 cores), "
                                     "print validation bpc and a sample")
-    p.__class__ = _Intermixed
     p.add_argument("overrides", nargs="*", metavar="KEY=VALUE", help="overrides of the demo config")
     p.add_argument("-c", "--config", default="demo", help="config (default: demo, the packaged tfamily/configs/demo.yaml)")
     p.add_argument("--time", metavar="DUR", default="5m",

@@ -28,7 +28,6 @@ import yaml
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-from ..data.subword import bpe_size
 from ..numbers import check_flag, check_int, check_number
 from ..options import parse_duration
 from ..textload import check_depth, load_yaml
@@ -200,6 +199,7 @@ def validate(cfg: Config) -> None:
     if (d.corpus is None) == (d.task is None):
         raise ValueError(f"set exactly one of data.corpus (a corpus name or file) and data.task "
                          f"(a synthetic task); got corpus={d.corpus!r}, task={d.task!r}")
+    from ..data.subword import bpe_size  # imports torch (its tokenizer); config parsing does not
     if d.vocab not in (None, "byte", "char") and not bpe_size(d.vocab):
         raise ValueError(f"data.vocab={d.vocab!r} is not valid; valid: byte, char, bpe:N (a byte-level BPE of N "
                          f"tokens trained on the training split), or null for the corpus default")
