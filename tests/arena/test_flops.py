@@ -67,3 +67,22 @@ def test_lsh_pays_for_its_chunk_pairs_and_for_hashing():
     assert flops.lsh_flops(k, n, n, h, e, e) == want
     # ... which at this length is far below dense attention's 2 * n * n pairs per head.
     assert flops.lsh_flops(k, 4096, 4096, h, e, e) < h * 4096 * 4096 * 2 * (e + e)
+
+
+def test_a_flops_budget_stops_each_cell_when_spent(tmp_path):
+    import json
+
+    from tfamily import cli
+    from tfamily.arena import tasks
+    argv = ["arena", "--members", "gpt", "longformer", "--tasks", "listops", "--length", "listops=16", "--d-model", "16",
+            "--layers", "1", "--heads", "2", "--batch-size", "4", "--eval-examples", "8", "--speed-rounds", "0"]
+    s = grid.Settings(steps=None, lengths={"listops": 16}, d_model=16, n_layers=1, n_heads=2, batch_size=4)
+    task = tasks.make("listops", 16, batch_size=4, seed=0, eval_examples=1)
+    per_step = {m: grid.step_flops(grid.Cell("listops", m, 0), s, task, 64) for m in ("gpt", "longformer")}
+    budget = 3.5 * per_step["gpt"]  # the windowed member visits fewer pairs, so the same budget buys it more steps
+    assert cli.main([*argv, "--flops", str(budget), "--out", str(tmp_path / "a")]) == 0
+    cells = {c["member"]: c for c in json.loads((tmp_path / "a" / "cells.json").read_text())}
+    assert cells["gpt"]["steps"] == 3 and cells["gpt"]["train_flops"] == 3 * per_step["gpt"]
+    assert per_step["longformer"] < per_step["gpt"]
+    assert cells["longformer"]["steps"] == int(budget // per_step["longformer"]) >= 3
+    assert all(c["train_flops"] <= budget for c in cells.values())

@@ -129,6 +129,8 @@ def config(cell: Cell, s: Settings, run_dir: Path, n_classes: int | None, d_ff: 
     model = {**kind, "d_model": s.d_model, "depth": {"n_layers": s.n_layers}, "heads": {"n_heads": s.n_heads, "d_head": None},
              "position": {"max_len": n}, **({"ff": {"d_ff": d_ff}} if d_ff else {})}
     steps = s.steps_for(cell.task) if steps is None else steps
+    if steps is None and s.time is None:
+        steps = 1  # --flops alone: a config only built or counted here; run_cell passes the budget's steps
     warmup = s.warmup if s.warmup is not None else max(1, steps // 10) if steps else 20
     train = {"batch_size": s.batch_size, "max_steps": steps, "time_budget": s.time, "lr": s.lr_of(cell),
              "warmup": warmup,
