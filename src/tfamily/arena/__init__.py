@@ -5,8 +5,9 @@ leaderboard (after Long Range Arena, Tay et al. 2021).
 (task, member, seed) cell through the shared loop (``train.Trainer`` driving a
 ``train.tasks.classify.ClassifyTask``), each in its own run directory, resumable and shardable
 (``grid.py``), and writes the leaderboard (``table.py``); `tfamily arena report DIR` renders it,
-its plots and every cell's learning curve as one HTML page (``report.py``). The tasks are in
-``tasks.py``.
+its plots and every cell's learning curve as one HTML page (``report.py``); `tfamily arena speed DIR`
+measures the speed and memory columns (``speed.py``). The tasks are in ``tasks.py`` (``lm.py``: byte-level
+language modelling).
 
 The rules every cell follows (enforced by ``grid.config``, the only place a cell's settings are made):
 
@@ -19,6 +20,10 @@ The rules every cell follows (enforced by ``grid.config``, the only place a cell
   memory, an RNN state), is refused before any training;
 * a task of pairs (``match``) is read by a ``dual_encoder`` (``models/dual_encoder.py``): one
   encoder per input, shared, then ``[u, v, u * v, u - v]`` into an MLP;
+* the language-modelling task (``lm``) is the one exception to the encoder rule: every member runs
+  as its causal decoder (its own pattern at the task's length), since a language model predicts
+  each byte from the ones before it; it is scored in bits per byte of held-out test windows, lower
+  is better, and a sweep picks the rate with the lowest validation bpc;
 * the same width, depth and heads (``--d-model``, ``--layers``, ``--heads``), the rest of the member
   at its small size (the sparse members' sizes scaled to the task's length by their own rule); d_ff
   is set per member and task so its parameter count is as close as d_ff allows to the first
@@ -26,13 +31,22 @@ The rules every cell follows (enforced by ``grid.config``, the only place a cell
   ``--no-match-params`` keeps each member's own), and the count and d_ff are reported beside
   the accuracy;
 * the same data in the same order for a seed, the same held-out sets for every seed; the same
-  optimiser (AdamW), warm-up and cosine schedule, learning rate, batch, steps or time budget,
-  precision (fp32 by default) and thread count. Several ``--lr`` values make a sweep: every member
-  runs every seed at each, and the leaderboard reports the rate with the best mean validation
-  accuracy (the sweep's cost, ``sweep_s``, beside it);
-* accuracy is on the test set, after training; speed (training tokens per second, padding
-  included) and peak memory come from the cell's own process, so compare them only between cells
-  run one after another on one machine, never between shards run in parallel.
+  optimiser (AdamW), warm-up and cosine schedule, learning rate, batch, steps (per task with
+  ``--steps TASK=N``), time or FLOPs budget, precision (fp32 by default) and thread count. Several
+  ``--lr`` values make a sweep: every member runs every seed at each, and the leaderboard reports
+  the rate with the best mean validation score (the sweep's cost, ``sweep_s``, beside it);
+* a FLOPs budget (``--flops``) is counted by one rule for every member (``flops.py``): a step is
+  3 forward passes; outside attention every matrix product that runs (a weight-shared or ACT depth
+  pays per step); attention 4 d_head FLOPs per (query, key) pair per head, crediting a pattern only
+  the pairs it allows, and LSH its sorted chunk windows (2 c keys a query a round) plus hashing
+  (the rotation and the sort); recomputation (reversible layers) is not credited. Each cell stops
+  when its next step would pass the budget, and every cell reports its training FLOPs;
+* accuracy (or bpc) is on the test set, after training. Speed (training tokens per second,
+  padding included) and peak memory on the leaderboard are measured alternating in one process
+  (``speed.py``): every member of a task built at its cells' shape, timed in turns over several
+  rounds (median) and labelled with the machine, after a complete unsharded grid or by `tfamily
+  arena speed DIR`; never from parallel jobs or shards. Until then the columns are the cells'
+  own (``speed_from`` says which).
 """
 
 # The members the arena compares by default (`tfamily arena` with no --members); here rather than in
