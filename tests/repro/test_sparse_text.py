@@ -45,6 +45,11 @@ def test_data_dir_is_passed_to_every_run(tmp_path):
     assert "--data-dir" not in sparse_text.command("gpt", None, _args(), tmp_path / "gpt")
 
 
+def test_device_is_passed_to_every_run(tmp_path):
+    assert "train.device=cuda:1" in sparse_text.command("gpt", None, _args(device="cuda:1"), tmp_path / "gpt")
+    assert not any(c.startswith("train.device") for c in sparse_text.command("gpt", None, _args(), tmp_path / "g"))
+
+
 def test_bar_chart_of_the_table(tmp_path):
     from tfamily.repro.plots import save_bars
     rows = [{"member": "gpt", "val_bpc": 2.1, "train_s": 30.0}, {"member": "bigbird", "val_bpc": 2.3, "train_s": 41.0}]

@@ -53,6 +53,8 @@ def add_args(p) -> None:
     p.add_argument("--precision", default="auto", choices=["auto", "bf16", "fp32"],
                    help="auto = bf16 only where the CPU/GPU runs it natively")
     p.add_argument("--threads", type=int, default=None, help="torch threads per run (train.threads)")
+    p.add_argument("--device", default=None, help="auto (the default: CUDA when present), cpu, cuda or cuda:N "
+                                                  "(train.device)")
     p.add_argument("--members", nargs="*", default=None, help="subset of the runs below")
     p.add_argument("--seeds", type=int, default=1, help="seeds 0..N-1 per member")
     runner.add_shard(p)
@@ -89,6 +91,8 @@ def command(member: str, params: dict | None, args, out: Path, seed: int = 0) ->
            "train.progress=false", f"train.seed={seed}"]
     if args.threads:
         cmd.append(f"train.threads={args.threads}")
+    if getattr(args, "device", None):
+        cmd.append(f"train.device={args.device}")
     if getattr(args, "data_dir", None):
         cmd += ["--data-dir", str(args.data_dir)]
     if params is not None:
