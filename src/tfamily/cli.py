@@ -84,6 +84,21 @@ _EAGER = False  # declare every subcommand's options at once (make_parser() with
 
 def _parser_class():
     ArgumentParser, _ = _jsonargparse()
+    from jsonargparse import DefaultHelpFormatter
+
+    class Help(DefaultHelpFormatter):
+        """jsonargparse's help, with a default shown only where it says something (not null, false
+        or an empty list, and not where the help already names it) and no type or "required"
+        notes: a command's help reads as its authors wrote it."""
+
+        def _get_help_string(self, action):
+            if isinstance(action, argparse._HelpAction):
+                return super()._get_help_string(action)
+            text, default = action.help or "", action.default
+            said = "default" in text or "%(default)" in text
+            if action.option_strings and not said and default not in (None, False, argparse.SUPPRESS, [], ()):
+                text += " (default: %(default)s)"
+            return text
 
     class Parser(ArgumentParser):
         """The CLI's parser: jsonargparse (typed values, nested subcommands, config files) with a
@@ -103,6 +118,7 @@ def _parser_class():
         def __init__(self, *args, **kw):
             kw.setdefault("exit_on_error", True)
             kw.setdefault("allow_abbrev", False)  # an option is named in full (jsonargparse 5's default)
+            kw.setdefault("formatter_class", Help)
             super().__init__(*args, **kw)
 
         def add_argument(self, *args, **kw):
