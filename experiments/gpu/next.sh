@@ -26,5 +26,8 @@ echo "== Reformer and XL benches on the GPU"
 timeout 80 $T bench lsh --device cuda --lengths 4096 16384 65536 --max-dense-len 65536 --out $R/lsh
 timeout 60 $T bench reversible --device cuda --depths 2 8 24 --out $R/reversible
 timeout 60 $T bench xl-eval --device cuda --out $R/xl_eval
+echo "== arena on the GPU: ListOps at LRA's length (2K), the five default members as encoders, one seed"
+timeout 150 $T arena --tasks listops --length listops=2048 --steps 1000 --batch-size 32 --seeds 1 \
+  --device cuda --precision bf16 --out $R/arena_listops2k
 } 2>&1 | tee $OUT/log.txt
 tar czf $OUT/results.tgz -C $R .
