@@ -156,6 +156,9 @@ def test_a_benchmark_module_is_imported_only_when_named():
     (["train", "--ste", "3"], "--ste"),                      # an abbreviation: options are named in full
     (["train", "--steps", "many"], "--steps"),               # argparse's message, naming the option
     (["arena", "--lr", "x"], "--lr"),
+    (["eval"], "tfamily eval: error: the following arguments are required: DIR"),  # from the subcommand
+    (["export", "r"], "tfamily export: error: the following arguments are required: --format, --out"),
+    (["arena", "speed"], "tfamily arena speed: error: the following arguments are required: DIR"),
 ])
 def test_usage_errors_name_the_option_in_one_line(argv, names, capsys):
     with pytest.raises(SystemExit) as e:

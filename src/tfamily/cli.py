@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import errno
+import re
 import importlib
 import json
 import sys
@@ -171,7 +172,26 @@ def _parser_class():
             return kept + moved
 
         def error(self, message: str, ex: Exception | None = None):
-            self.exit(2, f"{self.prog}: error: {one_line(message)}; see `{self.prog} --help`\n")
+            prog, message = self._named(one_line(message))
+            self.exit(2, f"{prog}: error: {message}; see `{prog} --help`\n")
+
+        def _named(self, message: str) -> tuple[str, str]:
+            """jsonargparse names a missing argument of a subcommand by its dotted key from the top
+            ("required: eval.checkpoint"); say it as argparse did, from the subcommand: "tfamily eval:
+            ... required: DIR"."""
+            m = re.fullmatch(r"the following arguments are required: ([\w.]+(?:, [\w.]+)*)", message)
+            if not m:
+                return self.prog, message
+            prog, names = self.prog, []
+            for key in m.group(1).split(", "):
+                parser, *path = self, *key.split(".")
+                while len(path) > 1 and parser._commands and path[0] in parser._commands.action._name_parser_map:
+                    parser = parser._commands.action._name_parser_map[path.pop(0)]
+                action = next((a for a in parser._actions if a.dest == ".".join(path)), None)
+                prog = parser.prog
+                names.append(key if action is None else "/".join(action.option_strings) or action.metavar
+                             or action.dest)
+            return prog, f"the following arguments are required: {', '.join(names)}"
 
         def set_defaults(self, *args, **kw):
             # jsonargparse keeps defaults only for declared options; what a command attaches to its
