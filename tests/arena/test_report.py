@@ -11,7 +11,7 @@ def test_report_is_one_page_with_the_table_and_every_figure_inlined(tmp_path, ca
     out = tmp_path / "arena"
     argv = ["arena", "--members", "gpt", "longformer", "--tasks", "listops", "pathfinder", "--length", "listops=16",
             "pathfinder=8", "--steps", "2", "--d-model", "16", "--layers", "1", "--heads", "2", "--batch-size", "4",
-            "--eval-examples", "8", "--out", str(out)]
+            "--eval-examples", "8", "--speed-rounds", "1", "--out", str(out)]
     assert cli.main(argv) == 0
     assert cli.main(["arena", "report", str(out)]) == 0
     page = (out / "report.html").read_text()
