@@ -11,7 +11,7 @@ HELP = ("members side by side on long-range tasks (ListOps, MNIST pixels, Pathfi
 # Presets: the settings of a named grid, each applied where the command line leaves the flag at its
 # default. arena-cpu is Long Range Arena's grid at CPU lengths (the arena's five default members) on the
 # tasks where the dense baseline leaves chance within the budget (Pathfinder 16 and matching did not in
-# 500 steps), with a two-rate sweep: about 50 minutes of one core per shard, as two one-thread shards on
+# 500 steps), with a two-rate sweep: 53 minutes wall measured as two one-thread shards on
 # a 2-core machine (docs/results/arena.md).
 PRESETS = {"arena-cpu": {"tasks": ["listops", "mnist", "text"],
                          "length": ["listops=128", "mnist=14", "text=1024"],
@@ -64,8 +64,8 @@ def add_parser(sub) -> None:
     p.add_argument("--data-dir", default=None)
     p.add_argument("--preset", default=None, choices=list(PRESETS),
                    help="a named grid: arena-cpu = listops 128, mnist 14 (600 steps), text 1024 (80 steps), batch "
-                        "16, lr 1e-3 and 2e-3, 5 members, 3 seeds, 1 thread (about 75 min as two shards on 2 cores); "
-                        "flags given win")
+                        "16, lr 1e-3 and 2e-3, 5 members, 3 seeds, 1 thread (53 min measured as two shards on "
+                        "2 cores); flags given win")
     p.set_defaults(func=_run)
     inner = p.add_subparsers(dest="arena_command", metavar="COMMAND")
     m = inner.add_parser("merge", help="the leaderboard of the finished cells of several arena directories")
