@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import argparse
 import errno
-import re
 import importlib
 import json
+import re
 import sys
+
+from jsonargparse import ArgumentParser, DefaultHelpFormatter, Namespace
 
 # command -> (module defining add_parser(subparsers), its line in `tfamily --help`). Only the module
 # of the command being run is imported: most of them import torch (seconds), which `tfamily --help`
@@ -40,26 +42,20 @@ COMMANDS = {
 }
 
 
-def _jsonargparse():
-    """jsonargparse's parser, imported on first use (about 0.1 s): `tfamily --version` skips it."""
-    from jsonargparse import ArgumentParser, Namespace
-    return ArgumentParser, Namespace
-
-
 class _Commands:
     """argparse's ``add_subparsers()`` object on jsonargparse's subcommands, so every command module
     declares its options with the plain argparse calls (``sub.add_parser``, ``p.add_argument``)."""
 
     def __init__(self, parent: "Parser", dest: str, required: bool):
         self.parent, self.dest = parent, dest
-        self.action = _jsonargparse()[0].add_subcommands(parent, required=required, dest=dest)
+        self.action = ArgumentParser.add_subcommands(parent, required=required, dest=dest)
 
     def add_parser(self, name: str, help: str | None = None, build=None, **kw) -> "Parser":
         """A subcommand's parser; with ``build(parser)``, its options are declared only when the
         subcommand is named on the command line (or every parser is wanted), so a command's module,
         and torch with it, is imported only when that command runs or shows its help."""
         prog = f"{self.parent.prog} {name}"
-        parser = __getattr__("Parser")(prog=prog, **kw)
+        parser = Parser(prog=prog, **kw)
         self.action.add_subcommand(name, parser, help=help)
         parser.prog = prog  # jsonargparse writes "tfamily [options] train"
         parser._build = build
@@ -83,165 +79,148 @@ def _on_strings(convert):
 _EAGER = False  # declare every subcommand's options at once (make_parser() with no command named)
 
 
-def _parser_class():
-    ArgumentParser, _ = _jsonargparse()
-    from jsonargparse import DefaultHelpFormatter
+class Help(DefaultHelpFormatter):
+    """jsonargparse's help, with a default shown only where it says something (not null, false
+    or an empty list, and not where the help already names it) and no type or "required"
+    notes: a command's help reads as its authors wrote it."""
 
-    class Help(DefaultHelpFormatter):
-        """jsonargparse's help, with a default shown only where it says something (not null, false
-        or an empty list, and not where the help already names it) and no type or "required"
-        notes: a command's help reads as its authors wrote it."""
+    def _get_help_string(self, action):
+        if isinstance(action, argparse._HelpAction):
+            return super()._get_help_string(action)
+        text, default = action.help or "", action.default
+        said = "default" in text or "%(default)" in text
+        if action.option_strings and not said and default not in (None, False, argparse.SUPPRESS, [], ()):
+            text += " (default: %(default)s)"
+        return text
 
-        def _get_help_string(self, action):
-            if isinstance(action, argparse._HelpAction):
-                return super()._get_help_string(action)
-            text, default = action.help or "", action.default
-            said = "default" in text or "%(default)" in text
-            if action.option_strings and not said and default not in (None, False, argparse.SUPPRESS, [], ()):
-                text += " (default: %(default)s)"
-            return text
 
-    class Parser(ArgumentParser):
-        """The CLI's parser: jsonargparse (typed values, nested subcommands, config files) with a
-        usage error (an unknown option, a value of the wrong type) in one line, exit status 2, as
-        every other bad input; the full usage stays one `--help` away."""
 
-        _extra: dict = {}
-        _commands: _Commands | None = None
-        _build = None
+class Parser(ArgumentParser):
+    """The CLI's parser: jsonargparse (nested subcommands; options declared as in argparse) with
+    a usage error (an unknown option, a value of the wrong type) in one line, exit status 2, as
+    every other bad input; the full usage stays one `--help` away."""
 
-        def materialize(self) -> None:
-            """Declare the options of a lazily built subcommand (see _Commands.add_parser)."""
-            build, self._build = self._build, None
-            if build is not None:
-                build(self)
+    _extra: dict = {}
+    _commands: _Commands | None = None
+    _build = None
 
-        def __init__(self, *args, **kw):
-            kw.setdefault("exit_on_error", True)
-            kw.setdefault("allow_abbrev", False)  # an option is named in full (jsonargparse 5's default)
-            kw.setdefault("formatter_class", Help)
-            super().__init__(*args, **kw)
+    def materialize(self) -> None:
+        """Declare the options of a lazily built subcommand (see _Commands.add_parser)."""
+        build, self._build = self._build, None
+        if build is not None:
+            build(self)
 
-        def add_argument(self, *args, **kw):
-            if callable(kw.get("type")):
-                kw["type"] = _on_strings(kw["type"])
-            return super().add_argument(*args, **kw)
+    def __init__(self, *args, **kw):
+        kw.setdefault("exit_on_error", True)
+        kw.setdefault("allow_abbrev", False)  # an option is named in full (jsonargparse 5's default)
+        kw.setdefault("formatter_class", Help)
+        super().__init__(*args, **kw)
 
-        def parse_args(self, args=None, namespace=None, **kw):
-            args = sys.argv[1:] if args is None else list(args)
-            return super().parse_args(self._intermixed(args), namespace, **kw)
+    def add_argument(self, *args, **kw):
+        if callable(kw.get("type")):
+            kw["type"] = _on_strings(kw["type"])
+        return super().add_argument(*args, **kw)
 
-        def _intermixed(self, args: list[str]) -> list[str]:
-            """``args`` with the innermost command's positionals moved after its options, so
-            ``train -c tiny model.d_model=64 --steps 10 train.lr=1e-3`` parses: argparse (and
-            jsonargparse) take a positional list only in one piece."""
-            if "--" in args:
-                return args
-            parser, i, moved, kept = self, 0, [], []
-            while i < len(args):
-                token = args[i]
-                if token.startswith("-") and len(token) > 1:
-                    name = token.split("=", 1)[0]
-                    action = parser._option_string_actions.get(name)
-                    kept.append(token)
-                    i += 1
-                    if action is None or "=" in token:
-                        continue
-                    nargs = action.nargs
-                    if isinstance(nargs, int):
-                        kept.extend(args[i:i + nargs])
-                        i += nargs
-                    elif nargs is None:
-                        kept.extend(args[i:i + 1])
-                        i += 1
-                    elif nargs in ("?", "*", "+"):
-                        while i < len(args) and not args[i].startswith("-"):
-                            kept.append(args[i])
-                            i += 1
-                            if nargs == "?":
-                                break
-                    continue
-                commands = parser._commands
-                if commands is not None and not moved and token in commands.action._name_parser_map:
-                    kept.append(token)
-                    parser = commands.action._name_parser_map[token]
-                    parser.materialize()
-                else:
-                    moved.append(token)
+    def parse_args(self, args=None, namespace=None, **kw):
+        args = sys.argv[1:] if args is None else list(args)
+        return super().parse_args(self._intermixed(args), namespace, **kw)
+
+    def _intermixed(self, args: list[str]) -> list[str]:
+        """``args`` with the innermost command's positionals moved after its options, so
+        ``train -c tiny model.d_model=64 --steps 10 train.lr=1e-3`` parses: argparse (and
+        jsonargparse) take a positional list only in one piece."""
+        if "--" in args:
+            return args
+        parser, i, moved, kept = self, 0, [], []
+        while i < len(args):
+            token = args[i]
+            if token.startswith("-") and len(token) > 1:
+                name = token.split("=", 1)[0]
+                action = parser._option_string_actions.get(name)
+                kept.append(token)
                 i += 1
-            return kept + moved
+                if action is None or "=" in token:
+                    continue
+                nargs = action.nargs
+                if isinstance(nargs, int):
+                    kept.extend(args[i:i + nargs])
+                    i += nargs
+                elif nargs is None:
+                    kept.extend(args[i:i + 1])
+                    i += 1
+                elif nargs in ("?", "*", "+"):
+                    while i < len(args) and not args[i].startswith("-"):
+                        kept.append(args[i])
+                        i += 1
+                        if nargs == "?":
+                            break
+                continue
+            commands = parser._commands
+            if commands is not None and not moved and token in commands.action._name_parser_map:
+                kept.append(token)
+                parser = commands.action._name_parser_map[token]
+                parser.materialize()
+            else:
+                moved.append(token)
+            i += 1
+        return kept + moved
 
-        def error(self, message: str, ex: Exception | None = None):
-            prog, message = self._named(one_line(message))
-            self.exit(2, f"{prog}: error: {message}; see `{prog} --help`\n")
+    def error(self, message: str, ex: Exception | None = None):
+        prog, message = self._named(one_line(message))
+        self.exit(2, f"{prog}: error: {message}; see `{prog} --help`\n")
 
-        def _named(self, message: str) -> tuple[str, str]:
-            """jsonargparse names a missing argument of a subcommand by its dotted key from the top
-            ("required: eval.checkpoint"); say it as argparse did, from the subcommand: "tfamily eval:
-            ... required: DIR"."""
-            m = re.fullmatch(r"the following arguments are required: ([\w.]+(?:, [\w.]+)*)", message)
-            if not m:
-                return self.prog, message
-            prog, names = self.prog, []
-            for key in m.group(1).split(", "):
-                parser, *path = self, *key.split(".")
-                while len(path) > 1 and parser._commands and path[0] in parser._commands.action._name_parser_map:
-                    parser = parser._commands.action._name_parser_map[path.pop(0)]
-                action = next((a for a in parser._actions if a.dest == ".".join(path)), None)
-                prog = parser.prog
-                names.append(key if action is None else "/".join(action.option_strings) or action.metavar
-                             or action.dest)
-            return prog, f"the following arguments are required: {', '.join(names)}"
+    def _named(self, message: str) -> tuple[str, str]:
+        """jsonargparse names a missing argument of a subcommand by its dotted key from the top
+        ("required: eval.checkpoint"); say it as argparse did, from the subcommand: "tfamily eval:
+        ... required: DIR"."""
+        m = re.fullmatch(r"the following arguments are required: ([\w.]+(?:, [\w.]+)*)", message)
+        if not m:
+            return self.prog, message
+        prog, names = self.prog, []
+        for key in m.group(1).split(", "):
+            parser, *path = self, *key.split(".")
+            while len(path) > 1 and parser._commands and path[0] in parser._commands.action._name_parser_map:
+                parser = parser._commands.action._name_parser_map[path.pop(0)]
+            action = next((a for a in parser._actions if a.dest == ".".join(path)), None)
+            prog = parser.prog
+            names.append(key if action is None else "/".join(action.option_strings) or action.metavar
+                         or action.dest)
+        return prog, f"the following arguments are required: {', '.join(names)}"
 
-        def set_defaults(self, *args, **kw):
-            # jsonargparse keeps defaults only for declared options; what a command attaches to its
-            # parser (``func``: the function that runs it) is kept here and merged by flatten().
-            known = {a.dest for a in self._actions}
-            self._extra = {**self._extra, **{k: kw.pop(k) for k in list(kw) if k not in known}}
-            if args or kw:
-                super().set_defaults(*args, **kw)
+    def set_defaults(self, *args, **kw):
+        # jsonargparse keeps defaults only for declared options; what a command attaches to its
+        # parser (``func``: the function that runs it) is kept here and merged by flatten().
+        known = {a.dest for a in self._actions}
+        self._extra = {**self._extra, **{k: kw.pop(k) for k in list(kw) if k not in known}}
+        if args or kw:
+            super().set_defaults(*args, **kw)
 
-        def add_subparsers(self, dest: str | None = None, metavar: str | None = None, required: bool = False,
-                           **kw) -> _Commands:
-            self._commands = _Commands(self, dest or "subcommand", required)
-            return self._commands
+    def add_subparsers(self, dest: str | None = None, metavar: str | None = None, required: bool = False,
+                       **kw) -> _Commands:
+        self._commands = _Commands(self, dest or "subcommand", required)
+        return self._commands
 
-        def parse_known_intermixed_args(self, args=None, namespace=None):
-            raise NotImplementedError("jsonargparse parses options and positionals in any order")
+    def parse(self, args=None) -> argparse.Namespace:
+        """``args`` parsed into the flat namespace every command reads (see flatten)."""
+        return self.flatten(self.parse_args(args))
 
-        def parse(self, args=None) -> argparse.Namespace:
-            """``args`` parsed into the flat namespace every command reads (see flatten)."""
-            return self.flatten(self.parse_args(args))
-
-        def flatten(self, cfg) -> argparse.Namespace:
-            """jsonargparse's nested result (``cfg.train.steps``) as the flat namespace each command
-            reads (``args.steps``), with ``command``, the inner command's dest and ``func`` set."""
-            _, Namespace = _jsonargparse()
-            out = argparse.Namespace()
-            parser = self
-            while True:
-                for key, value in vars(cfg).items():
-                    if not isinstance(value, Namespace):
-                        setattr(out, key, value)
-                for key, value in parser._extra.items():
+    def flatten(self, cfg) -> argparse.Namespace:
+        """jsonargparse's nested result (``cfg.train.steps``) as the flat namespace each command
+        reads (``args.steps``), with ``command``, the inner command's dest and ``func`` set."""
+        out = argparse.Namespace()
+        parser = self
+        while True:
+            for key, value in vars(cfg).items():
+                if not isinstance(value, Namespace):
                     setattr(out, key, value)
-                commands = parser._commands
-                name = getattr(cfg, commands.dest, None) if commands else None
-                if not name:
-                    return out
-                parser, cfg = commands.action._name_parser_map[name], getattr(cfg, name)
+            for key, value in parser._extra.items():
+                setattr(out, key, value)
+            commands = parser._commands
+            name = getattr(cfg, commands.dest, None) if commands else None
+            if not name:
+                return out
+            parser, cfg = commands.action._name_parser_map[name], getattr(cfg, name)
 
-    return Parser
-
-
-def __getattr__(name: str):
-    # ``Parser`` is built on first use so that importing tfamily.cli (e.g. for `--version`) does not
-    # import jsonargparse.
-    if name == "Parser":
-        if "Parser" not in globals():
-            globals()["Parser"] = _parser_class()
-        return globals()["Parser"]
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 class UserError(Exception):
@@ -317,7 +296,7 @@ def make_parser(commands=None) -> argparse.ArgumentParser:
     global _EAGER
     from . import __version__
     _EAGER = commands is None
-    parser = __getattr__("Parser")(prog="tfamily", description="The Transformer family: train, compare, reuse.")
+    parser = Parser(prog="tfamily", description="The Transformer family: train, compare, reuse.")
     parser.add_argument("--version", action="version", version=f"tfamily {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     wanted = set(COMMANDS if commands is None else commands)

@@ -16,27 +16,10 @@ import sys
 import tempfile
 from pathlib import Path
 
-from ..cli import Parser
 from ..options import renamed
 from .config import PRECISIONS
 from .flags import flag_overrides
 from .rundir import pause_point
-
-
-class _Intermixed(Parser):
-    """Lets key=value overrides and options come in any order (`train -c demo --json
-    train.lr=1e-3`); plain argparse takes a positional list only in one piece."""
-
-    _inside = False
-
-    def parse_known_args(self, args=None, namespace=None):
-        if self._inside:
-            return super().parse_known_args(args, namespace)
-        self._inside = True
-        try:
-            return self.parse_known_intermixed_args(args, namespace)
-        finally:
-            self._inside = False
 
 
 def _common(p: argparse.ArgumentParser) -> None:
