@@ -7,7 +7,8 @@ multi-threaded CPU training several times slower than one thread (9x at a load o
 where timing the model itself at two threads took 20 s). ``train.precision: auto`` on a bf16-native CPU then times fp32 against bf16 on a
 throwaway copy of the model, on the run's first batch at the chosen thread count, unless its
 first steps predict that takes over two seconds: casts can outweigh the matmuls at small widths
-(docs/results/training.md: at d 128 fp32 is 1.46x bf16, at d 256 bf16 is 1.8x fp32 on a Xeon),
+(docs/results/training.md: on a Xeon, at d 128 fp32 was 1.46x bf16 before short bf16 attention
+rows ran in fp32, and at d 256 bf16 is 1.8x fp32),
 which is the rule where the model is too slow to time: bf16 from d_model 256 up. The product's
 rate at the chosen setting, or the copy's, is also the first estimate of the step time
 (``startup.py``).

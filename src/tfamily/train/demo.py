@@ -38,8 +38,8 @@ def run(args) -> int:
     spec, src = trainer.spec, trainer.task
     log = sys.stderr
     if trainer.thread_rates and len(trainer.thread_rates) > 1:
-        print("tfamily demo: training speed by thread count: " + ", ".join(
-            f"{n} thread{'s' * (n > 1)} {r:,.0f} tokens/s" for n, r in trainer.thread_rates.items())
+        print("tfamily demo: matrix-product speed by thread count: " + ", ".join(
+            f"{n} thread{'s' * (n > 1)} {r / 1e9:,.0f} GFLOP/s" for n, r in trainer.thread_rates.items())
               + f"; using {torch.get_num_threads()}", file=log, flush=True)
     if trainer.precision_rates:
         print("tfamily demo: training speed by precision: " + ", ".join(

@@ -55,17 +55,19 @@ def newton_schulz(g: Tensor, coefficients: tuple[float, float, float], steps: in
                   dtype: torch.dtype) -> Tensor:
     """Muon's orthogonalisation (Jordan et al. 2024): the quintic Newton-Schulz iteration on
     G / ||G||_F, on the wide side, in ``dtype``; the same operations as torch.optim.Muon, which
-    fixes the dtype to bf16."""
+    fixes the dtype to bf16. ``g`` may be a stack (n, A, B) of same-shape matrices, each
+    normalised by its own norm: one batched product per iteration instead of n."""
     a, b, c = coefficients
     x = g.to(dtype)
-    wide = g.size(0) > g.size(1)
+    wide = g.size(-2) > g.size(-1)
     if wide:
-        x = x.T
-    x = x / x.norm().clamp(min=eps)
+        x = x.mT
+    x = x / x.norm(dim=(-2, -1), keepdim=True).clamp(min=eps)
+    mul = torch.addmm if x.dim() == 2 else torch.baddbmm
     for _ in range(steps):
-        gram = x @ x.T
-        x = torch.addmm(x, torch.addmm(gram, gram, gram, beta=b, alpha=c), x, beta=a)
-    return x.T if wide else x
+        gram = x @ x.mT
+        x = mul(x, mul(gram, gram, gram, beta=b, alpha=c), x, beta=a)
+    return x.mT if wide else x
 
 
 class Muon(torch.optim.Muon):
@@ -83,9 +85,13 @@ class Muon(torch.optim.Muon):
 
     @torch.no_grad()
     def step(self, closure=None):
+        """torch.optim.Muon's step, with the Newton-Schulz iterations of same-shape matrices
+        batched (``newton_schulz`` on a stack): a transformer's layers repeat a handful of shapes,
+        so 4 layers' 16 matrices take 3 batched iterations instead of 16."""
         if closure is not None:
             raise ValueError("Muon.step takes no closure")
         for g in self.param_groups:
+            by_shape: dict[tuple, list] = {}
             for p in g["params"]:
                 if p.grad is None:
                     continue
@@ -95,12 +101,18 @@ class Muon(torch.optim.Muon):
                 buf = state["momentum_buffer"]
                 buf.lerp_(p.grad, 1 - g["momentum"])
                 update = p.grad.lerp(buf, g["momentum"]) if g["nesterov"] else buf
-                update = newton_schulz(update, g["ns_coefficients"], g["ns_steps"], g["eps"], self.ns_dtype)
-                a, b = p.shape[:2]
-                scale = {"original": math.sqrt(max(1, a / b)), None: math.sqrt(max(1, a / b)),
-                         "match_rms_adamw": 0.2 * math.sqrt(max(a, b))}.get(g["adjust_lr_fn"], 1.0)
-                p.mul_(1 - g["lr"] * g["weight_decay"])
-                p.add_(update.to(p.dtype), alpha=-g["lr"] * scale)
+                by_shape.setdefault((tuple(p.shape), p.dtype, p.device), []).append((p, update))
+            for pairs in by_shape.values():
+                updates = [u for _, u in pairs]
+                ortho = newton_schulz(torch.stack(updates) if len(updates) > 1 else updates[0], g["ns_coefficients"],
+                                      g["ns_steps"], g["eps"], self.ns_dtype)
+                ortho = ortho.unbind(0) if len(updates) > 1 else [ortho]
+                for (p, _), update in zip(pairs, ortho):
+                    a, b = p.shape[:2]
+                    scale = {"original": math.sqrt(max(1, a / b)), None: math.sqrt(max(1, a / b)),
+                             "match_rms_adamw": 0.2 * math.sqrt(max(a, b))}.get(g["adjust_lr_fn"], 1.0)
+                    p.mul_(1 - g["lr"] * g["weight_decay"])
+                    p.add_(update.to(p.dtype), alpha=-g["lr"] * scale)
 
 
 def ns_dtype_for(device: torch.device) -> torch.dtype:

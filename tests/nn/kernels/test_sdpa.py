@@ -178,3 +178,27 @@ def test_sdpa_dropout_on_cpu_is_seeded_unbiased_and_causal(pattern):
         torch.manual_seed(9)
         d = kernel(q, k2, v2, pattern=pattern, dropout_p=0.3)[0]
         assert torch.equal(c[:, :, :100], d[:, :, :100]) and not torch.equal(c[:, :, 100:], d[:, :, 100:])
+
+
+@pytest.mark.parametrize("case", ["causal", "padding", "causal+bias", "decode-chunk"])
+def test_cpu_half_short_rows_run_in_float32(case):
+    """Short bf16 rows on CPU go through fp32 SDPA (faster there, and more precise): outputs and
+    gradients equal fp32 SDPA on the same bf16 values, cast back, bit for bit; under autocast too."""
+    pattern, n, m, off, padding, bias_shape = CASES[case]
+    q, k, v, pad, bias = _inputs(n, m, H, torch.float32, padding, bias_shape)
+    half = [t.detach().bfloat16().requires_grad_() for t in (q, k, v)]
+    wide = [t.detach().float().requires_grad_() for t in half]
+    bias16 = bias.bfloat16() if bias is not None else None
+    ctx = dict(pattern=pattern, q_offset=off, key_padding=pad)
+    got, _ = SDPAKernel()(*half, bias=bias16, **ctx)
+    want, _ = SDPAKernel()(*wide, bias=bias16.float() if bias16 is not None else None, **ctx)
+    assert got.dtype == torch.bfloat16
+    assert torch.equal(got, want.bfloat16())
+    w = torch.randn(got.shape, generator=torch.Generator().manual_seed(5))
+    got.float().mul(w).sum().backward()
+    want.bfloat16().float().mul(w).sum().backward()
+    for a, b in zip(half, wide):
+        assert torch.equal(a.grad, b.grad.bfloat16())
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        again, _ = SDPAKernel()(*[t.detach() for t in half], bias=bias16, **ctx)
+    assert torch.equal(again, got.detach())

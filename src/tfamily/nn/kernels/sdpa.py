@@ -16,6 +16,13 @@ from torch import Tensor
 from ..patterns import Causal, Full, Pattern
 from .base import allowed_mask
 
+# CPU SDPA in bf16/fp16 over short key rows is slower than the same call in fp32: its low-precision
+# flash kernel pays a fixed cost per (batch, head) block that the small matmuls do not repay.
+# Forward + backward, causal, one thread, Zen 5 EPYC (experiments/recipe/demo_bf16/attention.csv):
+# e 32: L 64 3.1x fp32's time, L 128 2.3x, L 256 1.2x, L 512 1.0x; e 64: 2.0x, 1.6x, 1.0x, 0.86x.
+# Up to this key length the call therefore runs in fp32 (more precise too) and casts back.
+CPU_HALF_UPCAST_MAX_KEYS = 256
+
 
 class SDPAKernel:
     name = "sdpa"
@@ -53,9 +60,18 @@ class SDPAKernel:
                 mask = bias.masked_fill(~mask, torch.finfo(q.dtype).min)
             else:
                 mask = bias
-        out = F.scaled_dot_product_attention(
-            q, k, v, attn_mask=mask, dropout_p=dropout_p, is_causal=is_causal, scale=scale,
-            enable_gqa=bool(k.shape[1] != q.shape[1]))
+        dtype = q.dtype
+        if q.device.type == "cpu" and dtype in (torch.bfloat16, torch.float16) and m <= CPU_HALF_UPCAST_MAX_KEYS:
+            q, k, v = q.float(), k.float(), v.float()
+            mask = mask.float() if mask is not None and mask.is_floating_point() else mask
+            with torch.autocast("cpu", enabled=False):  # autocast would cast them straight back
+                out = F.scaled_dot_product_attention(
+                    q, k, v, attn_mask=mask, dropout_p=dropout_p, is_causal=is_causal, scale=scale,
+                    enable_gqa=bool(k.shape[1] != q.shape[1])).to(dtype)
+        else:
+            out = F.scaled_dot_product_attention(
+                q, k, v, attn_mask=mask, dropout_p=dropout_p, is_causal=is_causal, scale=scale,
+                enable_gqa=bool(k.shape[1] != q.shape[1]))
         return (out if live is None else out * live), None
 
 
