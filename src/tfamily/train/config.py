@@ -91,6 +91,8 @@ class TrainConfig:
     eval_tokens: int | None = 100_000  # scored tokens per evaluation; None = the whole split
     eval_batch_size: int | None = None  # None = batch_size
     log_every: int = 10
+    check_every: int | str = "auto"    # steps between reads of the non-finite checks (train/guard.py); auto =
+                                       # log_every in one CUDA process (no host sync per step), else 1
     ckpt_every: int | None = 500       # steps; None = only at the end
     keep: int = 3                      # checkpoints kept
     out: str | None = None             # run directory; None = runs/train/<name>
@@ -158,6 +160,8 @@ def validate(cfg: Config) -> None:
         check_int(f"train.{name}", getattr(t, name), 1)
     for name in ("max_steps", "eval_every", "ckpt_every", "eval_tokens", "eval_batch_size"):
         check_int(f"train.{name}", getattr(t, name), 1, none=True)
+    if t.check_every != "auto":
+        check_int("train.check_every", t.check_every, 1, hint="or 'auto'")
     if t.threads != "auto":
         check_int("train.threads", t.threads, 1, none=True, hint="or 'auto'")
     check_int("train.warmup", t.warmup, 0)

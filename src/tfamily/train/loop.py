@@ -32,7 +32,7 @@ from ..build import build
 from ..models.hooks import AfterStep, SeesProgress
 from ..sizes import check_fits
 from ..spec import Spec
-from . import checkpoint, distributed, finetune, resolve, rundir, snapshot, startup
+from . import checkpoint, distributed, finetune, guard, resolve, rundir, snapshot, startup
 from .budget import Budget
 from .config import Config, apply_overrides, dump, from_dict, parse_duration
 from .device import autocast, grad_scaler, resolve_precision
@@ -162,6 +162,9 @@ class Trainer:
         self.scaler, self.skipped = grad_scaler(self.device, self.precision), 0
         if self.ckpt is not None:
             snapshot.restore_scaler(self, self.ckpt)
+        self.check_every = self._check_every()
+        self.guard = guard.Guard(self.device) if self.check_every > 1 else None
+        self.pending: list[dict] = []  # steps taken since the last check (guard.py), their values on the device
         self.loss_module = LossOf(self.model)
         self.loss_fn = distributed.wrap(self.loss_module, d)
         if t.compile:
@@ -182,6 +185,21 @@ class Trainer:
         lock, self._lock = getattr(self, "_lock", None), None
         if lock is not None:
             lock.release()
+
+    def _check_every(self) -> int:
+        """``train.check_every``: 'auto' is ``log_every`` in one CUDA process whose optimiser can skip a
+        step on the device (``guard.py``), else 1; a CPU waits for nothing, so it checks every step."""
+        t, d = self.cfg.train, self.dist
+        why = ("fp16 loss scaling reads its overflow flag every step" if self.scaler.is_enabled() else
+               "the ranks agree on each step's loss" if d.active else
+               None if guard.skips_on_device(self.optimizer) else
+               "the optimiser cannot skip a step on the device (train.fused=false)")
+        if t.check_every == "auto":
+            return t.log_every if self.device.type == "cuda" and why is None else 1
+        if t.check_every > 1 and why is not None:
+            raise ValueError(f"train.check_every={t.check_every} needs the checks to stay on the device, but "
+                             f"{why}; use train.check_every=1 (or auto)")
+        return t.check_every
 
     def _autotune(self, threads: bool, precision: bool) -> None:
         choice = startup.tune(self, threads, precision)
@@ -211,8 +229,8 @@ class Trainer:
         where it is predicted to run out (the cosine schedule's end, agreed over ranks)."""
         return self.step / max(1, self.scheduler.lr_lambdas[0].total)
 
-    def train_step(self) -> tuple[float, float, int]:
-        """One optimiser step; returns (mean loss over ranks, grad norm, units this step)."""
+    def _backward(self) -> tuple[list, int]:
+        """Forward and backward over ``accum`` micro-batches: (their losses on the device, units)."""
         t, d = self.cfg.train, self.dist
         losses, units = [], 0
         if isinstance(self.model, SeesProgress):  # e.g. the Al-Rfou losses' layer cut-offs
@@ -226,6 +244,16 @@ class Trainer:
                 self.scaler.scale(loss / t.accum).backward()
             losses.append(loss.detach().float())
             units += self.task.size(batch) * d.world_size
+        return losses, units
+
+    def train_step(self) -> tuple[float, float, int]:
+        """One optimiser step; returns (mean loss over ranks, grad norm, units this step)."""
+        if self.guard is not None:  # the checks on the device, read at once
+            loss, norm, units = self._device_step()
+            self.check()
+            return float(loss), float(norm), units
+        t, d = self.cfg.train, self.dist
+        losses, units = self._backward()
         loss = distributed.mean([torch.stack(losses).mean().item()], d)[0]
         if not math.isfinite(loss):
             self._stop(f"non-finite loss ({loss})", self.step + 1)
@@ -247,6 +275,41 @@ class Trainer:
         if isinstance(self.model, AfterStep):  # declared by the model (models/hooks.py), not probed
             self.model.after_step()
         return loss, norm, units
+
+    def _device_step(self) -> tuple[torch.Tensor, torch.Tensor, int]:
+        """``train_step`` without reading anything back (``guard.py``): the loss, gradient-norm and
+        weights checks are noted on the device and a failed step is skipped there."""
+        t, g, step = self.cfg.train, self.guard, self.step + 1
+        losses, units = self._backward()
+        loss = torch.stack(losses).mean()
+        g.note(step, guard.LOSS, ~loss.isfinite(), loss)
+        norm = nn.utils.clip_grad_norm_(self.model.parameters(), t.grad_clip or float("inf"))
+        g.note(step, guard.NORM, ~norm.isfinite(), loss, norm)
+        guard.arm(self.optimizer, g.bad)
+        self.optimizer.step()
+        g.note(step, guard.WEIGHTS, ~guard.weights_finite(self.model), loss, norm)
+        self.scheduler.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        if isinstance(self.model, AfterStep):
+            self.model.after_step()
+        return loss, norm, units
+
+    def check(self) -> None:
+        """Read the device checks of the steps since the last check (one sync) and stop at the first
+        that failed, as ``train_step`` would have there."""
+        if self.guard is None:
+            return
+        failed = self.guard.read()
+        if failed is None:
+            return
+        step, kind, loss, norm = failed
+        self.pending = [p for p in self.pending if p["step"] < step]
+        if kind == guard.LOSS:
+            self._stop(f"non-finite loss ({loss})", step)
+        if kind == guard.NORM:
+            self._stop(f"non-finite gradient norm ({norm}) with finite loss {loss:.4g}", step)
+        self._stop(f"non-finite weights after the optimiser step (loss {loss:.4g}, gradient norm "
+                   f"{norm:.4g})", step, after=True)
 
     def _skipped_step(self, norm: float, loss: float) -> None:
         """fp16: the step was skipped and the scale will halve; past 16 halvings in a row (a scale
@@ -306,7 +369,7 @@ class Trainer:
                     break
                 t0 = time.perf_counter()
                 lr = self.scheduler.get_last_lr()[0]
-                loss, norm, units = self.train_step()
+                loss, norm, units = self._device_step() if self.guard is not None else self.train_step()
                 dt = time.perf_counter() - t0
                 if t.compile and self.step == start_step:
                     # The first step of a process compiles the loss (tens of seconds, once): reported
@@ -314,7 +377,6 @@ class Trainer:
                     self.compile_s, dt = dt, 0.0
                 self.step, self.tokens, self.elapsed, train_s = self.step + 1, self.tokens + units, \
                     self.elapsed + dt, train_s + dt
-                self.recent.append(loss)
                 self.train_s = train_s
                 rate = (self.tokens - start_tokens) / max(train_s, 1e-9)
                 ran = self.step - start_step
@@ -324,14 +386,18 @@ class Trainer:
                     log.set_total(total)
                 report = self.task.report() if reports else {}
                 speed = "tok_s" if self.task.unit == "tokens" else f"{self.task.unit}/s"
-                log.step(loss=loss, **{speed: round(rate)}, **{k: v for k, v in report.items() if v is not None})
-                if self.step % t.log_every == 0:
-                    log.log_train({"step": self.step, "tokens": self.tokens, "loss": loss, "lr": lr,
-                                   "grad_norm": norm, "tokens_per_s": rate, "elapsed_s": self.elapsed, **report})
+                self.pending.append({"step": self.step, "tokens": self.tokens, "loss": loss, "lr": lr,
+                                     "grad_norm": norm, "tokens_per_s": rate, "elapsed_s": self.elapsed, **report})
+                note = (log.bar is None or log.bar.disable) and time.perf_counter() - last_note > 30
+                if self.guard is None or note or self.step % self.check_every == 0 or \
+                        (t.eval_every and self.step % t.eval_every == 0) or (t.ckpt_every and self.step % t.ckpt_every == 0):
+                    self._flush(log)
+                log.step(**({"loss": self.recent[-1]} if self.recent else {}), **{speed: round(rate)},
+                         **{k: v for k, v in report.items() if v is not None})
                 if not told and startup.tell(ran, train_s):  # the start line's estimate, measured
                     told = True
                     log.message(startup.measured_line(self, ran, train_s))
-                if (log.bar is None or log.bar.disable) and time.perf_counter() - last_note > 30:
+                if note:
                     last_note = time.perf_counter()
                     log.message(f"step {self.step}: loss {self.train_loss:.4f}, {rate:.0f} {self.task.unit}/s, "
                                 f"{self.elapsed:.0f} s")
@@ -342,6 +408,7 @@ class Trainer:
                     self.save()
                 self.elapsed += time.perf_counter() - e0
                 checkpoint.halt_point("step", self.step)
+            self._flush(log)
             if self.last_eval is None or self.last_eval["step"] != self.step:
                 self._record_eval(log)
             if self.saved_step != self.step:
@@ -367,6 +434,24 @@ class Trainer:
         if d.main:
             (self.run_dir / "result.json").write_text(json.dumps(result, indent=1), encoding="utf-8")
         return result
+
+    def _flush(self, log: Logger) -> None:
+        """The steps since the last flush: checked (``check``), then their losses into the recent
+        ones and every ``log_every``-th row into train.csv (rows before a failed step are kept)."""
+        if not self.pending:
+            return
+        try:
+            self.check()
+        finally:
+            rows, self.pending = self.pending, []
+            values = [(r["loss"], r["grad_norm"]) for r in rows]
+            if values and isinstance(values[0][0], torch.Tensor):  # one read for all of them
+                values = torch.stack([torch.stack([a.float(), b.float()]) for a, b in values]).tolist()
+            for row, (loss, norm) in zip(rows, values):
+                row["loss"], row["grad_norm"] = loss, norm
+                self.recent.append(loss)
+                if row["step"] % self.cfg.train.log_every == 0:
+                    log.log_train(row)
 
     def _record_eval(self, log: Logger) -> None:
         e = self.evaluate()

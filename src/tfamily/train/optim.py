@@ -90,6 +90,7 @@ class Muon(torch.optim.Muon):
         so 4 layers' 16 matrices take 3 batched iterations instead of 16."""
         if closure is not None:
             raise ValueError("Muon.step takes no closure")
+        skip = getattr(self, "skip", None)  # a device bool (``guard.py``): leave weights and momentum as they are
         for g in self.param_groups:
             by_shape: dict[tuple, list] = {}
             for p in g["params"]:
@@ -99,7 +100,10 @@ class Muon(torch.optim.Muon):
                 if "momentum_buffer" not in state:
                     state["momentum_buffer"] = torch.zeros_like(p.grad, memory_format=torch.preserve_format)
                 buf = state["momentum_buffer"]
-                buf.lerp_(p.grad, 1 - g["momentum"])
+                if skip is None:
+                    buf.lerp_(p.grad, 1 - g["momentum"])
+                else:  # where, not a zero weight: a skipped step's gradient may be NaN
+                    buf.copy_(torch.where(skip, buf, buf.lerp(p.grad, 1 - g["momentum"])))
                 update = p.grad.lerp(buf, g["momentum"]) if g["nesterov"] else buf
                 by_shape.setdefault((tuple(p.shape), p.dtype, p.device), []).append((p, update))
             for pairs in by_shape.values():
@@ -111,8 +115,11 @@ class Muon(torch.optim.Muon):
                     a, b = p.shape[:2]
                     scale = {"original": math.sqrt(max(1, a / b)), None: math.sqrt(max(1, a / b)),
                              "match_rms_adamw": 0.2 * math.sqrt(max(a, b))}.get(g["adjust_lr_fn"], 1.0)
-                    p.mul_(1 - g["lr"] * g["weight_decay"])
-                    p.add_(update.to(p.dtype), alpha=-g["lr"] * scale)
+                    new = p if skip is None else p.clone()
+                    new.mul_(1 - g["lr"] * g["weight_decay"])
+                    new.add_(update.to(p.dtype), alpha=-g["lr"] * scale)
+                    if skip is not None:
+                        p.copy_(torch.where(skip, p, new))
 
 
 def ns_dtype_for(device: torch.device) -> torch.dtype:
