@@ -18,6 +18,15 @@ echo "== GPT-2 recipe step time through tfamily train (target <= 8.1 ms, median 
 timeout 75 $T train -c gpt-shakespeare --compile train.max_steps=1500 train.eval_every=null train.eval_tokens=null \
   train.ckpt_every=null train.tensorboard=false train.progress=false --out /tmp/runs/gpt2 \
   && cp /tmp/runs/gpt2/result.json $R/train_gpt2_result.json && cp /tmp/runs/gpt2/train.csv $R/train_gpt2_train.csv
+echo "== the same with the non-finite checks read every step (train.check_every=1): what per-step host syncs cost"
+timeout 75 $T train -c gpt-shakespeare --compile train.max_steps=1500 train.eval_every=null train.eval_tokens=null \
+  train.ckpt_every=null train.tensorboard=false train.progress=false train.check_every=1 --out /tmp/runs/gpt2sync \
+  && cp /tmp/runs/gpt2sync/result.json $R/train_gpt2_sync_result.json && cp /tmp/runs/gpt2sync/train.csv $R/train_gpt2_sync_train.csv
+echo "== speedrun (target: validation <= 1.47 within 8 s of training, median of 3 seeds); then weight decay 0.3"
+for wd in 0.1 0.3; do for s in 0 1 2; do
+  timeout 60 $T train -c shakespeare-speedrun train.seed=$s train.weight_decay=$wd train.progress=false \
+    --out /tmp/runs/speed_wd${wd}_s$s && cp /tmp/runs/speed_wd${wd}_s$s/result.json $R/speedrun_wd${wd}_seed$s.json
+done; done
 echo "== FSDP: one rank resumes the 2-rank CPU checkpoint (weights_bitwise, optimizer_bitwise), then trains"
 timeout 90 torchrun --standalone --nproc_per_node=1 tests/train/test_fsdp.py .gpu_data/fsdp2cpu 14 train.device=cuda
 timeout 60 torchrun --standalone --nproc_per_node=1 -m tfamily.cli train member=gpt train.parallel=fsdp \

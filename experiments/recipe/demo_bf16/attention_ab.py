@@ -1,6 +1,6 @@
 """CPU SDPA forward + backward, causal, in bf16 against the same call in fp32 on the bf16 values
 (cast back), alternating call by call, one thread; the rows behind
-``tfamily.nn.kernels.sdpa.CPU_HALF_UPCAST_MAX_KEYS``.
+``tfamily.nn.kernels.sdpa.CPU_HALF_UPCAST_MAX``.
 
     python experiments/recipe/demo_bf16/attention_ab.py > experiments/recipe/demo_bf16/attention.csv
 """

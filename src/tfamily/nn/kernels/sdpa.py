@@ -17,11 +17,12 @@ from ..patterns import Causal, Full, Pattern
 from .base import allowed_mask
 
 # CPU SDPA in bf16/fp16 over short key rows is slower than the same call in fp32: its low-precision
-# flash kernel pays a fixed cost per (batch, head) block that the small matmuls do not repay.
-# Forward + backward, causal, one thread, Zen 5 EPYC (experiments/recipe/demo_bf16/attention.csv):
-# e 32: L 64 3.1x fp32's time, L 128 2.3x, L 256 1.2x, L 512 1.0x; e 64: 2.0x, 1.6x, 1.0x, 0.86x.
-# Up to this key length the call therefore runs in fp32 (more precise too) and casts back.
-CPU_HALF_UPCAST_MAX_KEYS = 256
+# flash kernel pays a fixed cost per (batch, head) block that the small products do not repay.
+# Forward + backward, causal, one thread, alternating, Zen 5 EPYC (experiments/recipe/demo_bf16/
+# attention.csv), bf16 time over fp32's: head dim 32: 64 keys 2.2x, 128 1.8x, 256 1.13x, 512 0.92x;
+# head dim 64: 64 keys 1.55x, 128 1.22x, 192 0.90x. The crossover sits near keys x head dim = 8,192:
+# up to there the call runs in fp32 (more precise too) and casts back.
+CPU_HALF_UPCAST_MAX = 8192  # keys x head dim
 
 
 class SDPAKernel:
@@ -61,7 +62,8 @@ class SDPAKernel:
             else:
                 mask = bias
         dtype = q.dtype
-        if q.device.type == "cpu" and dtype in (torch.bfloat16, torch.float16) and m <= CPU_HALF_UPCAST_MAX_KEYS:
+        if q.device.type == "cpu" and dtype in (torch.bfloat16, torch.float16) \
+                and m * q.shape[-1] <= CPU_HALF_UPCAST_MAX:
             q, k, v = q.float(), k.float(), v.float()
             mask = mask.float() if mask is not None and mask.is_floating_point() else mask
             with torch.autocast("cpu", enabled=False):  # autocast would cast them straight back
