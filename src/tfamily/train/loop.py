@@ -391,7 +391,10 @@ class Trainer:
                 note = (log.bar is None or log.bar.disable) and time.perf_counter() - last_note > 30
                 if self.guard is None or note or self.step % self.check_every == 0 or \
                         (t.eval_every and self.step % t.eval_every == 0) or (t.ckpt_every and self.step % t.ckpt_every == 0):
-                    self._flush(log)
+                    # Training time: with the checks on the device, the read waits for the queued steps.
+                    spent = self._flush(log)
+                    train_s, self.elapsed = train_s + spent, self.elapsed + spent
+                    self.train_s = train_s
                 log.step(**({"loss": self.recent[-1]} if self.recent else {}), **{speed: round(rate)},
                          **{k: v for k, v in report.items() if v is not None})
                 if not told and startup.tell(ran, train_s):  # the start line's estimate, measured
@@ -408,7 +411,9 @@ class Trainer:
                     self.save()
                 self.elapsed += time.perf_counter() - e0
                 checkpoint.halt_point("step", self.step)
-            self._flush(log)
+            spent = self._flush(log)
+            train_s, self.elapsed = train_s + spent, self.elapsed + spent
+            self.train_s = train_s
             if self.last_eval is None or self.last_eval["step"] != self.step:
                 self._record_eval(log)
             if self.saved_step != self.step:
@@ -435,11 +440,13 @@ class Trainer:
             (self.run_dir / "result.json").write_text(json.dumps(result, indent=1), encoding="utf-8")
         return result
 
-    def _flush(self, log: Logger) -> None:
+    def _flush(self, log: Logger) -> float:
         """The steps since the last flush: checked (``check``), then their losses into the recent
-        ones and every ``log_every``-th row into train.csv (rows before a failed step are kept)."""
+        ones and every ``log_every``-th row into train.csv (rows before a failed step are kept).
+        Returns its seconds."""
         if not self.pending:
-            return
+            return 0.0
+        t0 = time.perf_counter()
         try:
             self.check()
         finally:
@@ -452,6 +459,7 @@ class Trainer:
                 self.recent.append(loss)
                 if row["step"] % self.cfg.train.log_every == 0:
                     log.log_train(row)
+        return time.perf_counter() - t0
 
     def _record_eval(self, log: Logger) -> None:
         e = self.evaluate()
