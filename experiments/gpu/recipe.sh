@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# GPU lease, first call (about 6.5 minutes): the recipe issue's open rows.
+#   run(command="bash experiments/gpu/recipe.sh", carry=[".gpu_data"], timeout_s=540)
+# .gpu_data/ holds tinyshakespeare.txt and the wheels of the CLI's pure-Python dependencies:
+#   pip download --no-deps -d .gpu_data/wheels jsonargparse==4.53.0 omegaconf==2.4.0
+set -u
+pip install --quiet --no-index --no-deps .gpu_data/wheels/*.whl || echo "no wheels carried: the CLI may not start"
+export PYTHONPATH=src PYTHONUNBUFFERED=1 TFAMILY_DATA=$PWD/.gpu_data TFAMILY_NATIVE=0
+T="python3 -m tfamily.cli"
+R=/tmp/gpu_results; mkdir -p $R
+{
+python3 -c "import torch; print(torch.__version__, torch.cuda.get_device_name())"
+echo "== GPT-2 recipe step time through tfamily train (target <= 8.1 ms, median of steps 200-1500)"
+timeout 75 $T train -c gpt-shakespeare --compile train.max_steps=1500 train.eval_every=null train.eval_tokens=null \
+  train.ckpt_every=null train.tensorboard=false train.progress=false --out /tmp/runs/gpt2 \
+  && cp /tmp/runs/gpt2/result.json $R/train_gpt2_result.json && cp /tmp/runs/gpt2/train.csv $R/train_gpt2_train.csv
+echo "== the same with the non-finite checks read every step (train.check_every=1): what per-step host syncs cost"
+timeout 75 $T train -c gpt-shakespeare --compile train.max_steps=1500 train.eval_every=null train.eval_tokens=null \
+  train.ckpt_every=null train.tensorboard=false train.progress=false train.check_every=1 --out /tmp/runs/gpt2sync \
+  && cp /tmp/runs/gpt2sync/result.json $R/train_gpt2_sync_result.json && cp /tmp/runs/gpt2sync/train.csv $R/train_gpt2_sync_train.csv
+echo "== speedrun (target: validation <= 1.47 within 8 s of training, median of 3 seeds); then weight decay 0.3"
+for wd in 0.1 0.3; do for s in 0 1 2; do
+  timeout 60 $T train -c shakespeare-speedrun train.seed=$s train.weight_decay=$wd train.progress=false \
+    --out /tmp/runs/speed_wd${wd}_s$s && cp /tmp/runs/speed_wd${wd}_s$s/result.json $R/speedrun_wd${wd}_seed$s.json
+done; done
+} 2>&1 | tee $OUT/log.txt
+tar czf $OUT/results.tgz -C $R .
