@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# GPU lease, first call (about 6.5 minutes): the recipe issue's open rows.
+# GPU lease, first call (about 8 minutes): the recipe issue's open rows.
 #   run(command="bash experiments/gpu/recipe.sh", carry=[".gpu_data"], timeout_s=540)
 # .gpu_data/ holds tinyshakespeare.txt and the wheels of the CLI's pure-Python dependencies:
 #   pip download --no-deps -d .gpu_data/wheels jsonargparse==4.53.0 omegaconf==2.4.0
@@ -23,5 +23,9 @@ for wd in 0.1 0.3; do for s in 0 1 2; do
   timeout 60 $T train -c shakespeare-speedrun train.seed=$s train.weight_decay=$wd train.progress=false \
     --out /tmp/runs/speed_wd${wd}_s$s && cp /tmp/runs/speed_wd${wd}_s$s/result.json $R/speedrun_wd${wd}_seed$s.json
 done; done
+echo "== the member with the flat peer's choices (no biases, exact GELU) against it, alternating: the member's own overhead"
+timeout 110 $T bench recipe --device cuda --precision bf16 --compile --threads 0 --models tfamily nanogpt \
+  --member-choices nanogpt --d-model 384 --layers 6 --heads 6 --seq-len 256 --batch 64 --steps 600 --warmup 100 \
+  --dropout 0.2 --eval-every 600 --seeds 0 --out $R/recipe_same_choices
 } 2>&1 | tee $OUT/log.txt
 tar czf $OUT/results.tgz -C $R .

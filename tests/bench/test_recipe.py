@@ -147,3 +147,25 @@ def test_bench_recipe_runs_all_three_on_identical_batches(tmp_path, capsys):
     assert [s["model"] for s in summary] == ["tfamily", "nanogpt", "hf-gpt2"]
     assert (out / "recipe.png").stat().st_size > 0
     assert "val@steps" in capsys.readouterr().out
+
+
+def test_bench_recipe_can_give_the_member_the_flat_peers_choices(tmp_path):
+    """--member-choices nanogpt: the member without biases and with exact GELU, as the flat peer: the
+    same parameter shapes, and a run of both."""
+    import argparse
+
+    from tfamily.bench.recipe import build_model
+    from tfamily.cli import main
+    args = argparse.Namespace(d_model=32, layers=2, heads=2, seq_len=16, dropout=0.0, member_choices="nanogpt")
+    member, flat = build_model("tfamily", 11, args), build_model("nanogpt", 11, args)
+    assert sorted(p.shape for p in member.parameters()) == sorted(p.shape for p in flat.parameters())
+    assert not any(n.endswith("bias") for n, _ in member.named_parameters())
+    assert all(m.approximate == "none" for m in member.modules() if isinstance(m, torch.nn.GELU))
+    assert any(isinstance(m, torch.nn.GELU) for m in member.modules())
+    args.member_choices = "gpt2"
+    assert any(n.endswith("bias") for n, _ in build_model("tfamily", 11, args).named_parameters())
+    text = tmp_path / "tiny.txt"
+    text.write_text("to be or not to be, that is the question.\n" * 60)
+    assert main(["bench", "recipe", "--corpus", str(text), "--d-model", "32", "--layers", "1", "--heads", "2",
+                 "--seq-len", "16", "--batch", "4", "--steps", "2", "--eval-every", "2", "--seeds", "0",
+                 "--models", "tfamily", "nanogpt", "--member-choices", "nanogpt", "--out", str(tmp_path / "o")]) == 0

@@ -37,6 +37,9 @@ def add_args(p) -> None:
     p.add_argument("--batch", type=int, default=16)
     p.add_argument("--steps", type=int, default=800)
     p.add_argument("--dropout", type=float, default=0.2)
+    p.add_argument("--member-choices", default="gpt2", choices=["gpt2", "nanogpt"],
+                   help="the tfamily member's model choices: gpt2 (biases, tanh GELU: the member's own) or nanogpt "
+                        "(no biases, exact GELU: the flat peer's, so a step-time ratio shows the member's overhead)")
     p.add_argument("--lr", type=float, default=1e-3)
     p.add_argument("--warmup", type=int, default=100)
     p.add_argument("--weight-decay", type=float, default=0.1)
@@ -56,9 +59,10 @@ def build_model(name: str, vocab: int, args) -> torch.nn.Module:
     if name == "tfamily":
         from .. import members
         from ..build import build
+        choices = dict(bias=False, ff=dict(activation="gelu")) if args.member_choices == "nanogpt" else {}
         return build(members.gpt(d_model=args.d_model, vocab_size=vocab, dropout=args.dropout,
                                  heads=dict(n_heads=args.heads), depth=dict(n_layers=args.layers),
-                                 position=dict(max_len=args.seq_len)))
+                                 position=dict(max_len=args.seq_len), **choices))
     if name == "nanogpt":
         from .flat_gpt import FlatGPT
         # nanoGPT's train_shakespeare_char: bias=False (LayerNorms too), exact GELU.
