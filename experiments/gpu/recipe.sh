@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # GPU lease, first call (about 8 minutes): the recipe issue's open rows.
-#   run(command="bash experiments/gpu/recipe.sh", carry=[".gpu_data"], timeout_s=540)
+#   run(command="bash experiments/gpu/recipe.sh", carry=[".gpu_data"], timeout_s=590)
 # .gpu_data/ holds tinyshakespeare.txt and the wheels of the CLI's pure-Python dependencies:
 #   pip download --no-deps -d .gpu_data/wheels jsonargparse==4.53.0 omegaconf==2.4.0
 set -u
