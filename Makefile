@@ -37,7 +37,7 @@ test-slow: $(STAMP)
 # tree: no venv, no compiled CPU extension. Without a GPU (or a torch that sees one) it says so and passes.
 test-cuda:
 	@if $(PY) -c 'import torch, sys; sys.exit(not torch.cuda.is_available())' 2>/dev/null; then \
-	  PYTHONPATH=src TFAMILY_NATIVE=0 $(PY) -m pytest -q -p no:cacheprovider --durations=15 tests/cuda; \
+	  PYTHONPATH=src$${PYTHONPATH:+:$$PYTHONPATH} TFAMILY_NATIVE=0 $(PY) -m pytest -q -p no:cacheprovider --durations=15 tests/cuda; \
 	else echo "no CUDA device"; fi
 
 clean:

@@ -8,8 +8,9 @@
 # Then: run(command="bash experiments/gpu/next.sh", carry=[".gpu_data"], timeout_s=480)
 # The arena's GPU row is experiments/gpu/arena.sh (about 3 minutes), if time is left.
 set -u
-pip install --quiet --no-index --no-deps .gpu_data/wheels/*.whl || echo "no wheels carried: the CLI may not start"
-export PYTHONPATH=src PYTHONUNBUFFERED=1 TFAMILY_DATA=$PWD/.gpu_data TFAMILY_NATIVE=0
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .gpu_data/wheels/*.whl \
+  || echo "no wheels carried: the CLI may not start"
+export PYTHONPATH=src:/tmp/site PYTHONUNBUFFERED=1 TFAMILY_DATA=$PWD/.gpu_data TFAMILY_NATIVE=0
 T="python3 -m tfamily.cli"
 R=/tmp/gpu_results; mkdir -p $R
 {
