@@ -10,6 +10,8 @@ from tfamily.train import loop
 from tfamily.train.config import load
 from tfamily.train.metrics import read_csv
 
+from tests.train.test_loop import poison_loss, weights_after
+
 from .test_checkpoint_on_device import TINY
 
 
@@ -32,27 +34,9 @@ def test_auto_checks_on_the_device_and_trains_as_checking_every_step(device, tmp
 
 
 def test_a_nan_loss_is_skipped_on_the_device_and_named(device, tmp_path, monkeypatch):
-    real_build = loop.build
-
-    def poisoned(spec):
-        model = real_build(spec)
-        real_loss, calls = model.loss, [0]
-
-        def loss(batch):
-            calls[0] += 1
-            value, metrics = real_loss(batch)
-            return (value * float("nan") if calls[0] == 3 else value), metrics
-        model.loss = loss
-        return model
-
-    monkeypatch.setattr(loop, "build", poisoned)
+    poison_loss(monkeypatch, 3)
     trainer = loop.Trainer(_cfg(device, tmp_path, "run", **{"train.check_every": 4}))
-    kept = {}
-
-    def keep(opt, args, kwargs):
-        if trainer.step == 2:  # the weights after step 2, as step 3 begins its update
-            kept.update({n: t.detach().clone() for n, t in trainer.model.state_dict().items()})
-    trainer.optimizer.register_step_pre_hook(keep)
+    kept = weights_after(trainer, 2)
     with pytest.raises(loop.NonFiniteLoss, match=r"non-finite loss \(nan\) at step 3"):
         trainer.fit()
     assert trainer.step == 4

@@ -10,7 +10,7 @@ from tfamily.train import checkpoint, guard, loop
 from tfamily.train.config import load
 from tfamily.train.metrics import read_csv
 
-from .test_loop import TINY
+from .test_loop import TINY, nan_loss, poison_loss, weights_after
 
 
 def _cfg(tmp_path, name, **kw):
@@ -39,40 +39,20 @@ def test_checks_on_the_device_train_exactly_as_checking_every_step(tmp_path, opt
 @pytest.mark.parametrize("optimizer", ["adamw", "muon"])
 @pytest.mark.parametrize("where", ["loss", "norm"])
 def test_a_failed_step_is_skipped_on_the_device_and_named_at_the_next_read(tmp_path, monkeypatch, optimizer, where):
-    real_build = loop.build
+    def nan_gradient(value, model):  # finite forward, NaN backward: where's untaken branch gets 0 x inf
+        x = next(model.parameters()).sum()
+        return value + torch.where(torch.tensor(False), torch.sqrt(-x.abs() - 1), 0 * x)
 
-    def poisoned(spec):
-        model = real_build(spec)
-        real_loss, calls = model.loss, [0]
-
-        def loss(batch):
-            calls[0] += 1
-            value, metrics = real_loss(batch)
-            if calls[0] == 3:  # step 3: a NaN loss, or a finite loss whose gradient is NaN
-                if where == "loss":
-                    value = value * float("nan")
-                else:  # finite forward, NaN backward: where's untaken branch gets 0 x inf
-                    x = next(model.parameters()).sum()
-                    value = value + torch.where(torch.tensor(False), torch.sqrt(-x.abs() - 1), 0 * x)
-            return value, metrics
-        model.loss = loss
-        return model
-
-    monkeypatch.setattr(loop, "build", poisoned)
+    poison_loss(monkeypatch, 3, nan_loss if where == "loss" else nan_gradient)  # step 3
     trainer = loop.Trainer(_cfg(tmp_path, "run", **{"train.optimizer": optimizer, "train.check_every": 5,
                                                     "train.ckpt_every": None}))
-    before = {}
-
-    def keep(opt, args, kwargs):
-        if trainer.step == 2:  # the weights after step 2, as step 3 begins its update
-            before.update({k: v.clone() for k, v in trainer.model.state_dict().items()})
-    trainer.optimizer.register_step_pre_hook(keep)
+    before = weights_after(trainer, 2)
     what = r"non-finite loss \(nan\)" if where == "loss" else r"non-finite gradient norm \(nan\) with finite loss [0-9.]+"
     with pytest.raises(loop.NonFiniteLoss, match=what + r" at step 3; stopped before the optimiser step"):
         trainer.fit()
     assert trainer.step == 5  # steps 4 and 5 ran and were skipped too
     after = trainer.model.state_dict()
-    assert all(torch.equal(before[k], after[k]) for k in before)
+    assert before and all(torch.equal(before[k], after[k]) for k in before)
     assert [int(r["step"]) for r in read_csv(tmp_path / "run" / "train.csv")] == [1, 2]
 
 

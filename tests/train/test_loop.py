@@ -43,7 +43,12 @@ def test_trains_logs_and_reports(tmp_path):
         loop.train(cfg(tmp_path))
 
 
-def test_non_finite_loss_stops_naming_the_step_and_keeps_the_last_checkpoint(tmp_path, monkeypatch):
+def nan_loss(value, model):
+    return value * float("nan")
+
+
+def poison_loss(monkeypatch, at: int, spoil=nan_loss) -> None:
+    """Every model ``loop`` builds returns ``spoil(loss, model)`` (default: NaN) from its ``at``-th loss call."""
     real_build = loop.build
 
     def poisoned(spec):
@@ -53,11 +58,25 @@ def test_non_finite_loss_stops_naming_the_step_and_keeps_the_last_checkpoint(tmp
         def loss(batch):
             calls[0] += 1
             value, metrics = real_loss(batch)
-            return (value * float("nan") if calls[0] == 5 else value), metrics
+            return (spoil(value, model) if calls[0] == at else value), metrics
         model.loss = loss
         return model
-
     monkeypatch.setattr(loop, "build", poisoned)
+
+
+def weights_after(trainer, step: int) -> dict:
+    """Filled with the trainer's weights after ``step``, as the next step begins its update."""
+    kept = {}
+
+    def keep(opt, args, kwargs):
+        if trainer.step == step:
+            kept.update({n: t.detach().clone() for n, t in trainer.model.state_dict().items()})
+    trainer.optimizer.register_step_pre_hook(keep)
+    return kept
+
+
+def test_non_finite_loss_stops_naming_the_step_and_keeps_the_last_checkpoint(tmp_path, monkeypatch):
+    poison_loss(monkeypatch, 5)
     c = cfg(tmp_path, train__ckpt_every=2)
     trainer = loop.Trainer(c)
     with pytest.raises(loop.NonFiniteLoss, match=r"non-finite loss \(nan\) at step 5.*step-00000004"):

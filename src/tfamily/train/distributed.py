@@ -251,10 +251,16 @@ def load_optimizer_state(model: nn.Module, optimizer: torch.optim.Optimizer, sta
     set_optimizer_state_dict(model, optimizer, full, options=StateDictOptions(full_state_dict=True))
 
 
-def weights_finite(model: nn.Module, d: Dist | None = None) -> bool:
-    """Whether every weight is finite: one fused max-abs pass, one host sync. Under FSDP each
-    rank checks its own shards (some may be empty, which an infinity norm refuses) and the
-    ranks agree."""
+def finite_flag(model: nn.Module) -> Tensor:
+    """A device bool, no host sync: every weight of this rank is finite (one fused max-abs pass;
+    under FSDP its own shards, some of which may be empty, which an infinity norm refuses)."""
     params = [t for p in model.parameters() if (t := local(p.detach())).numel()]
-    ok = not params or bool(torch.stack(torch._foreach_norm(params, float("inf"))).isfinite().all())
+    if not params:
+        return torch.ones((), dtype=torch.bool)
+    return torch.stack(torch._foreach_norm(params, float("inf"))).isfinite().all()
+
+
+def weights_finite(model: nn.Module, d: Dist | None = None) -> bool:
+    """Whether every weight is finite (``finite_flag``, read back); under FSDP the ranks agree."""
+    ok = bool(finite_flag(model))
     return not any_rank(not ok, d) if d is not None and d.fsdp else ok

@@ -37,15 +37,12 @@ from .budget import Budget
 from .config import Config, apply_overrides, dump, from_dict, parse_duration
 from .device import autocast, grad_scaler, resolve_precision
 from .evaluate import carried_state, evaluate, level, to_device
+from .guard import NonFiniteLoss  # noqa: F401 (raised here, caught by the commands as loop.NonFiniteLoss)
 from .metrics import Logger
 from .optim import make_optimizer, warmup_cosine
 from .rng import seed_all
 from .task import Reports, Task
 from .tasks import make_task
-
-
-class NonFiniteLoss(RuntimeError):
-    """The loss (or gradient norm) became NaN or infinite; the run stopped before updating."""
 
 
 class LossOf(nn.Module):
@@ -162,7 +159,7 @@ class Trainer:
         self.scaler, self.skipped = grad_scaler(self.device, self.precision), 0
         if self.ckpt is not None:
             snapshot.restore_scaler(self, self.ckpt)
-        self.check_every = self._check_every()
+        self.check_every = guard.check_every(self)
         self.guard = guard.Guard(self.device) if self.check_every > 1 else None
         self.pending: list[dict] = []  # steps taken since the last check (guard.py), their values on the device
         self.loss_module = LossOf(self.model)
@@ -186,21 +183,6 @@ class Trainer:
         if lock is not None:
             lock.release()
 
-    def _check_every(self) -> int:
-        """``train.check_every``: 'auto' is ``log_every`` in one CUDA process whose optimiser can skip a
-        step on the device (``guard.py``), else 1; a CPU waits for nothing, so it checks every step."""
-        t, d = self.cfg.train, self.dist
-        why = ("fp16 loss scaling reads its overflow flag every step" if self.scaler.is_enabled() else
-               "the ranks agree on each step's loss" if d.active else
-               None if guard.skips_on_device(self.optimizer) else
-               "the optimiser cannot skip a step on the device (train.fused=false)")
-        if t.check_every == "auto":
-            return t.log_every if self.device.type == "cuda" and why is None else 1
-        if t.check_every > 1 and why is not None:
-            raise ValueError(f"train.check_every={t.check_every} needs the checks to stay on the device, but "
-                             f"{why}; use train.check_every=1 (or auto)")
-        return t.check_every
-
     def _autotune(self, threads: bool, precision: bool) -> None:
         choice = startup.tune(self, threads, precision)
         self.precision, self.step_s = choice.precision, choice.step_s
@@ -210,6 +192,9 @@ class Trainer:
         return startup.measure(self, settings, budget_s)
 
     save = snapshot.save
+    # The non-finite checks (guard.py): stopping, fp16's skipped steps, and the checks kept on the device.
+    _stop, _skipped_step = guard.stop, guard.skipped_step
+    _device_step, check, _flush = guard.device_step, guard.check, guard.flush
 
     # -- one step ----------------------------------------------------------------------------
     @property
@@ -256,76 +241,25 @@ class Trainer:
         losses, units = self._backward()
         loss = distributed.mean([torch.stack(losses).mean().item()], d)[0]
         if not math.isfinite(loss):
-            self._stop(f"non-finite loss ({loss})", self.step + 1)
+            self._stop(guard.what(guard.LOSS, loss, None), self.step + 1)
         self.scaler.unscale_(self.optimizer)
         norm = float(nn.utils.clip_grad_norm_(self.model.parameters(), t.grad_clip or float("inf")))
         if not math.isfinite(norm) and not self.scaler.is_enabled():
-            self._stop(f"non-finite gradient norm ({norm}) with finite loss {loss:.4g}", self.step + 1)
+            self._stop(guard.what(guard.NORM, loss, norm), self.step + 1)
         self.scaler.step(self.optimizer)  # fp16: skipped when the scaled gradients overflowed
         if self.scaler.is_enabled() and not math.isfinite(norm):
             self._skipped_step(norm, loss)
         self.scaler.update()
-        if not distributed.weights_finite(self.model, d):
-            # A huge lr overflows the weights with a finite loss and gradient norm; stop before
-            # anything saves them, so the last checkpoint stays good.
-            self._stop(f"non-finite weights after the optimiser step (loss {loss:.4g}, gradient norm "
-                       f"{norm:.4g})", self.step + 1, after=True)
+        if not distributed.weights_finite(self.model, d):  # stop before anything saves them
+            self._stop(guard.what(guard.WEIGHTS, loss, norm), self.step + 1, after=True)
+        self._after_update()
+        return loss, norm, units
+
+    def _after_update(self) -> None:
         self.scheduler.step()
         self.optimizer.zero_grad(set_to_none=True)
         if isinstance(self.model, AfterStep):  # declared by the model (models/hooks.py), not probed
             self.model.after_step()
-        return loss, norm, units
-
-    def _device_step(self) -> tuple[torch.Tensor, torch.Tensor, int]:
-        """``train_step`` without reading anything back (``guard.py``): the loss, gradient-norm and
-        weights checks are noted on the device and a failed step is skipped there."""
-        t, g, step = self.cfg.train, self.guard, self.step + 1
-        losses, units = self._backward()
-        loss = torch.stack(losses).mean()
-        g.note(step, guard.LOSS, ~loss.isfinite(), loss)
-        norm = nn.utils.clip_grad_norm_(self.model.parameters(), t.grad_clip or float("inf"))
-        g.note(step, guard.NORM, ~norm.isfinite(), loss, norm)
-        guard.arm(self.optimizer, g.bad)
-        self.optimizer.step()
-        g.note(step, guard.WEIGHTS, ~guard.weights_finite(self.model), loss, norm)
-        self.scheduler.step()
-        self.optimizer.zero_grad(set_to_none=True)
-        if isinstance(self.model, AfterStep):
-            self.model.after_step()
-        return loss, norm, units
-
-    def check(self) -> None:
-        """Read the device checks of the steps since the last check (one sync) and stop at the first
-        that failed, as ``train_step`` would have there."""
-        if self.guard is None:
-            return
-        failed = self.guard.read()
-        if failed is None:
-            return
-        step, kind, loss, norm = failed
-        self.pending = [p for p in self.pending if p["step"] < step]
-        if kind == guard.LOSS:
-            self._stop(f"non-finite loss ({loss})", step)
-        if kind == guard.NORM:
-            self._stop(f"non-finite gradient norm ({norm}) with finite loss {loss:.4g}", step)
-        self._stop(f"non-finite weights after the optimiser step (loss {loss:.4g}, gradient norm "
-                   f"{norm:.4g})", step, after=True)
-
-    def _skipped_step(self, norm: float, loss: float) -> None:
-        """fp16: the step was skipped and the scale will halve; past 16 halvings in a row (a scale
-        below 1) the gradients overflow unscaled, which no scale can fix."""
-        self.skipped += 1
-        if self.scaler.get_scale() * self.scaler.get_backoff_factor() < 1.0:
-            self._stop(f"fp16 gradients overflow even unscaled (gradient norm {norm}, loss {loss:.4g}, "
-                       f"loss scale {self.scaler.get_scale()})", self.step + 1)
-
-    def _stop(self, what: str, step: int, after: bool = False) -> None:
-        self.optimizer.zero_grad(set_to_none=True)
-        last = f"the last good checkpoint is {self.last_ckpt}" if self.last_ckpt else "no checkpoint was written yet"
-        when = ("stopped before saving them" if after else
-                "stopped before the optimiser step, so the weights are unchanged")
-        raise NonFiniteLoss(f"{what} at step {step}; {when} and {last}. Try a lower train.lr, "
-                            f"train.grad_clip=1.0, or train.precision=fp32")
 
     def evaluate(self) -> dict:
         t = self.cfg.train
@@ -358,7 +292,7 @@ class Trainer:
         log = Logger(self.run_dir if d.main else None, tensorboard=t.tensorboard, progress=t.progress,
                      total=t.max_steps, start_step=self.step, resume_step=resumed,
                      extra_fields=tuple(self.task.report_fields) if reports else ())
-        start_step, start_tokens, train_s, last_note = self.step, self.tokens, 0.0, time.perf_counter()
+        start_step, start_tokens, last_note = self.step, self.tokens, time.perf_counter()
         self.train_s = 0.0  # this session's training seconds (evaluations and checkpoints excluded)
         self.compile_s = None  # with train.compile: the first step's seconds, compilation included
         rate, stopped, told = 0.0, "max_steps", False
@@ -375,13 +309,12 @@ class Trainer:
                     # The first step of a process compiles the loss (tens of seconds, once): reported
                     # as compile_s, not as training time, so rates and time budgets mean steady steps.
                     self.compile_s, dt = dt, 0.0
-                self.step, self.tokens, self.elapsed, train_s = self.step + 1, self.tokens + units, \
-                    self.elapsed + dt, train_s + dt
-                self.train_s = train_s
-                rate = (self.tokens - start_tokens) / max(train_s, 1e-9)
+                self.step, self.tokens, self.elapsed, self.train_s = self.step + 1, self.tokens + units, \
+                    self.elapsed + dt, self.train_s + dt
+                rate = (self.tokens - start_tokens) / max(self.train_s, 1e-9)
                 ran = self.step - start_step
                 if self.budget.seconds is not None and Budget.refit_now(ran):
-                    total = self.budget.horizon(self.step, ran, train_s, self.elapsed, rate, d)
+                    total = self.budget.horizon(self.step, ran, self.train_s, self.elapsed, rate, d)
                     self.scheduler.lr_lambdas[0].total = total
                     log.set_total(total)
                 report = self.task.report() if reports else {}
@@ -391,15 +324,12 @@ class Trainer:
                 note = (log.bar is None or log.bar.disable) and time.perf_counter() - last_note > 30
                 if self.guard is None or note or self.step % self.check_every == 0 or \
                         (t.eval_every and self.step % t.eval_every == 0) or (t.ckpt_every and self.step % t.ckpt_every == 0):
-                    # Training time: with the checks on the device, the read waits for the queued steps.
-                    spent = self._flush(log)
-                    train_s, self.elapsed = train_s + spent, self.elapsed + spent
-                    self.train_s = train_s
+                    self._flush(log)
                 log.step(**({"loss": self.recent[-1]} if self.recent else {}), **{speed: round(rate)},
                          **{k: v for k, v in report.items() if v is not None})
-                if not told and startup.tell(ran, train_s):  # the start line's estimate, measured
+                if not told and startup.tell(ran, self.train_s):  # the start line's estimate, measured
                     told = True
-                    log.message(startup.measured_line(self, ran, train_s))
+                    log.message(startup.measured_line(self, ran, self.train_s))
                 if note:
                     last_note = time.perf_counter()
                     log.message(f"step {self.step}: loss {self.train_loss:.4f}, {rate:.0f} {self.task.unit}/s, "
@@ -411,9 +341,7 @@ class Trainer:
                     self.save()
                 self.elapsed += time.perf_counter() - e0
                 checkpoint.halt_point("step", self.step)
-            spent = self._flush(log)
-            train_s, self.elapsed = train_s + spent, self.elapsed + spent
-            self.train_s = train_s
+            self._flush(log)
             if self.last_eval is None or self.last_eval["step"] != self.step:
                 self._record_eval(log)
             if self.saved_step != self.step:
@@ -425,8 +353,8 @@ class Trainer:
         extra = {f"val_{k}": e[k] for k in e if k not in ("step", "loss", "ppl", "acc", "tokens", "train_s")}
         result = {"member": self.cfg.member, "name": self.cfg.run_name, "params": self.params,
                   "steps": self.step, "tokens": self.tokens, "unit": self.task.unit, "wall_s": wall,
-                  "train_s": train_s, "compile_s": self.compile_s,
-                  "tokens_per_s": (self.tokens - start_tokens) / max(train_s, 1e-9),
+                  "train_s": self.train_s, "compile_s": self.compile_s,
+                  "tokens_per_s": (self.tokens - start_tokens) / max(self.train_s, 1e-9),
                   "train_loss": self.train_loss, "val_loss": e["loss"], "val_bpc": e.get("bpc"), **extra,
                   "val_ppl": e["ppl"], "val_acc": e["acc"], "stopped": stopped, "precision": self.precision,
                   "skipped_steps": self.skipped, "notes": self.notes,
@@ -439,27 +367,6 @@ class Trainer:
         if d.main:
             (self.run_dir / "result.json").write_text(json.dumps(result, indent=1), encoding="utf-8")
         return result
-
-    def _flush(self, log: Logger) -> float:
-        """The steps since the last flush: checked (``check``), then their losses into the recent
-        ones and every ``log_every``-th row into train.csv (rows before a failed step are kept).
-        Returns its seconds."""
-        if not self.pending:
-            return 0.0
-        t0 = time.perf_counter()
-        try:
-            self.check()
-        finally:
-            rows, self.pending = self.pending, []
-            values = [(r["loss"], r["grad_norm"]) for r in rows]
-            if values and isinstance(values[0][0], torch.Tensor):  # one read for all of them
-                values = torch.stack([torch.stack([a.float(), b.float()]) for a, b in values]).tolist()
-            for row, (loss, norm) in zip(rows, values):
-                row["loss"], row["grad_norm"] = loss, norm
-                self.recent.append(loss)
-                if row["step"] % self.cfg.train.log_every == 0:
-                    log.log_train(row)
-        return time.perf_counter() - t0
 
     def _record_eval(self, log: Logger) -> None:
         e = self.evaluate()

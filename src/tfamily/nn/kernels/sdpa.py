@@ -7,6 +7,7 @@ mask, which is correct but L x L: sparse patterns have their own kernels.
 """
 from __future__ import annotations
 
+import contextlib
 import math
 
 import torch
@@ -62,18 +63,16 @@ class SDPAKernel:
             else:
                 mask = bias
         dtype = q.dtype
-        if q.device.type == "cpu" and dtype in (torch.bfloat16, torch.float16) \
-                and m * q.shape[-1] <= CPU_HALF_UPCAST_MAX:
+        upcast = q.device.type == "cpu" and dtype in (torch.bfloat16, torch.float16) \
+            and m * q.shape[-1] <= CPU_HALF_UPCAST_MAX
+        if upcast:
             q, k, v = q.float(), k.float(), v.float()
             mask = mask.float() if mask is not None and mask.is_floating_point() else mask
-            with torch.autocast("cpu", enabled=False):  # autocast would cast them straight back
-                out = F.scaled_dot_product_attention(
-                    q, k, v, attn_mask=mask, dropout_p=dropout_p, is_causal=is_causal, scale=scale,
-                    enable_gqa=bool(k.shape[1] != q.shape[1])).to(dtype)
-        else:
+        # Autocast would cast the upcast tensors straight back.
+        with torch.autocast("cpu", enabled=False) if upcast else contextlib.nullcontext():
             out = F.scaled_dot_product_attention(
                 q, k, v, attn_mask=mask, dropout_p=dropout_p, is_causal=is_causal, scale=scale,
-                enable_gqa=bool(k.shape[1] != q.shape[1]))
+                enable_gqa=bool(k.shape[1] != q.shape[1])).to(dtype)
         return (out if live is None else out * live), None
 
 
