@@ -1,12 +1,7 @@
 #!/usr/bin/env bash
 # GPU lease, if time is left after recipe.sh and next.sh (about 3 minutes): the arena on CUDA.
 #   run(command="bash experiments/gpu/arena.sh", carry=[".gpu_data"], timeout_s=240)
-set -u
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .gpu_data/wheels/*.whl \
-  || echo "no wheels carried: the CLI may not start"
-export PYTHONPATH=src:/tmp/site PYTHONUNBUFFERED=1 TFAMILY_DATA=$PWD/.gpu_data TFAMILY_NATIVE=0
-T="python3 -m tfamily.cli"
-R=/tmp/gpu_results; mkdir -p $R
+source experiments/gpu/common.sh
 {
 echo "== arena on the GPU: ListOps at LRA's length (2K), the five default members as encoders, one seed"
 timeout 150 $T arena --tasks listops --length listops=2048 --steps 1000 --batch-size 32 --seeds 1 \

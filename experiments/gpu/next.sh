@@ -7,12 +7,7 @@
 #     train.max_steps=4 train.warmup=0 train.min_lr_ratio=1.0 train.out=.gpu_data/fsdp2cpu
 # Then: run(command="bash experiments/gpu/next.sh", carry=[".gpu_data"], timeout_s=480)
 # The arena's GPU row is experiments/gpu/arena.sh (about 3 minutes), if time is left.
-set -u
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .gpu_data/wheels/*.whl \
-  || echo "no wheels carried: the CLI may not start"
-export PYTHONPATH=src:/tmp/site PYTHONUNBUFFERED=1 TFAMILY_DATA=$PWD/.gpu_data TFAMILY_NATIVE=0
-T="python3 -m tfamily.cli"
-R=/tmp/gpu_results; mkdir -p $R
+source experiments/gpu/common.sh
 {
 python3 -c "import torch; print(torch.__version__, torch.cuda.get_device_name())"
 echo "== make test-cuda: kernels, members, cache, checkpoints and the device-side checks on the GPU"

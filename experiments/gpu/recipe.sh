@@ -1,14 +1,8 @@
 #!/usr/bin/env bash
 # GPU lease, first call (about 8 minutes): the recipe issue's open rows.
 #   run(command="bash experiments/gpu/recipe.sh", carry=[".gpu_data"], timeout_s=590)
-# .gpu_data/ holds tinyshakespeare.txt and the wheels of the CLI's pure-Python dependencies:
-#   pip download --no-deps -d .gpu_data/wheels jsonargparse==4.53.0 omegaconf==2.4.0
-set -u
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .gpu_data/wheels/*.whl \
-  || echo "no wheels carried: the CLI may not start"
-export PYTHONPATH=src:/tmp/site PYTHONUNBUFFERED=1 TFAMILY_DATA=$PWD/.gpu_data TFAMILY_NATIVE=0
-T="python3 -m tfamily.cli"
-R=/tmp/gpu_results; mkdir -p $R
+# .gpu_data/ holds tinyshakespeare.txt and the wheels (common.sh).
+source experiments/gpu/common.sh
 {
 python3 -c "import torch; print(torch.__version__, torch.cuda.get_device_name())"
 echo "== GPT-2 recipe step time through tfamily train (target <= 8.1 ms, median of steps 200-1500)"
