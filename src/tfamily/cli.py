@@ -31,6 +31,7 @@ COMMANDS = {
     "compare": ("tfamily.compare", "final metrics of runs in one table and their curves in one figure"),
     "download": ("tfamily.data.cli", "download and verify a dataset (tinyshakespeare, enwik8, text8)"),
     "bench": ("tfamily.bench.cli", "benchmarks (speed and memory), printed and saved as JSON/CSV"),
+    "calibrate": ("tfamily.train.calibrate", "measure this machine's default training threads and precision again"),
     "plot": ("tfamily.bench.cli", "plots of trained models"),
     "repro": ("tfamily.repro.cli", "reproduce a paper's experiment"),
     "patterns": ("tfamily.bench.cli", "draw every attention pattern as a PNG"),

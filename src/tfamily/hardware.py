@@ -28,3 +28,36 @@ def cpu_has_bf16() -> bool:
     BF16 on Arm v8.6+); elsewhere PyTorch emulates bf16 matmuls, about 150x slower than fp32
     on an AVX2 EPYC."""
     return bool(cpu_flags() & {"avx512_bf16", "amx_bf16", "bf16"})
+
+
+@functools.lru_cache(maxsize=1)
+def cpu_model() -> str:
+    """The CPU's model string (x86 ``model name``, else Arm's ``CPU part``/``Hardware``), or the
+    platform's processor name where /proc/cpuinfo has none."""
+    import platform
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            for line in f:
+                if line.startswith(("model name", "Hardware", "CPU part")):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine() or "unknown cpu"
+
+
+def cores() -> int:
+    """The cores this process may run on (its affinity, which a container or taskset can narrow)."""
+    import os
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+def load_average() -> float | None:
+    """The one-minute load average (runnable processes), or None where the system has none."""
+    import os
+    try:
+        return os.getloadavg()[0]
+    except (AttributeError, OSError):
+        return None

@@ -214,7 +214,7 @@ def test_auto_threads_times_both_and_leaves_training_state_alone(tmp_path):
     before = torch.get_num_threads()
     try:
         torch.set_num_threads(2)
-        t = loop.Trainer(cfg(tmp_path, model__dropout=0.1))  # threads: auto, which may have set 1
+        t = loop.Trainer(cfg(tmp_path, model__dropout=0.1, train__threads="auto"))  # which may have set 1
         torch.set_num_threads(2)
         rng, position = torch.get_rng_state(), t.task.state_dict()
         t._autotune(threads=True, precision=False)

@@ -141,3 +141,30 @@ def test_cli_refuses_an_encoder_in_one_line_before_printing(tmp_path, capsys):
     captured = capsys.readouterr()
     assert captured.out == "" and len(captured.err.strip().splitlines()) == 1
     assert "member 'bert' is an encoder" in captured.err and f"tfamily eval {out}" in captured.err
+
+
+def test_generate_and_eval_run_at_the_runs_thread_count_or_threads_n(run_dir, monkeypatch, capsys):
+    import json
+
+    from tfamily.train import checkpoint, sample
+    ran = checkpoint.load(run_dir).meta["threads"]
+    seen, write = [], sample.stream_tokens
+
+    def spy(*a, **k):  # the thread count while the model writes
+        seen.append(torch.get_num_threads())
+        return write(*a, **k)
+    monkeypatch.setattr(sample, "stream_tokens", spy)
+    before = torch.get_num_threads()
+    try:
+        torch.set_num_threads(ran + 1)
+        for extra, want in (([], ran), (["--threads", "3"], 3)):
+            seen.clear()
+            assert cli.main(["generate", str(run_dir), "--tokens", "5", *extra]) == 0
+            assert set(seen) == {want} and torch.get_num_threads() == ran + 1  # restored after
+            assert cli.main(["eval", str(run_dir), "--max-tokens", "64", "--json", *extra]) == 0
+            assert json.loads(capsys.readouterr().out.splitlines()[-1])["threads"] == want
+        for command in ("generate", "eval"):
+            assert cli.main([command, str(run_dir), "--threads", "0"]) == 2
+            assert "--threads must be >= 1, got 0" in capsys.readouterr().err
+    finally:
+        torch.set_num_threads(before)

@@ -79,7 +79,7 @@ def test_auto_threads_are_decided_once_and_kept_on_resume(tmp_path, monkeypatch)
         calls.append(list(counts))
         return {n: 2.0e9 if n == 1 else 1.0e9 for n in counts}
     monkeypatch.setattr(autotune, "matmul_rates", rates)
-    overrides = [t for t in TINY if not t.startswith("train.threads")]
+    overrides = [*(t for t in TINY if not t.startswith("train.threads")), "train.threads=auto"]
     try:
         torch.set_num_threads(2)
         first = loop.Trainer(load(None, [*overrides, "train.max_steps=2", f"train.out={tmp_path / 'r'}"]))

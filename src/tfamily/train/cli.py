@@ -70,6 +70,8 @@ def add_parser(sub) -> None:
     p.add_argument("--precision", choices=PRECISIONS, default="auto",
                    help="auto (default): the precision the run trained in, so the numbers match its own evaluation")
     p.add_argument("--device", default="auto")
+    p.add_argument("--threads", type=int, metavar="N",
+                   help="torch threads (default: the count the run trained with)")
     _common(p)
     p.set_defaults(func=_eval)
 
@@ -87,6 +89,8 @@ def add_parser(sub) -> None:
     p.add_argument("--greedy", action="store_true", help="argmax decoding")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--device", default="auto")
+    p.add_argument("--threads", type=int, metavar="N",
+                   help="torch threads (default: the count the run trained with)")
     p.add_argument("--debug", action="store_true", help=argparse.SUPPRESS)
     p.set_defaults(func=_generate)
 
@@ -192,7 +196,7 @@ def _train(args) -> int:
 
 def _eval(args) -> int:
     from .sample import evaluate_trained, load_trained
-    for flag in ("max_tokens", "batch_size"):
+    for flag in ("max_tokens", "batch_size", "threads"):
         if getattr(args, flag) is not None and getattr(args, flag) < 1:
             raise ValueError(f"--{flag.replace('_', '-')} must be >= 1, got {getattr(args, flag)}")
     if args.mem_len is not None and args.mem_len < 0:
@@ -200,7 +204,8 @@ def _eval(args) -> int:
     check_data_dir(args.data_dir)
     tr = load_trained(args.checkpoint, args.device)
     result = evaluate_trained(tr, split=args.split, max_tokens=args.max_tokens, batch_size=args.batch_size,
-                              precision=args.precision, data_dir=args.data_dir, mem_len=args.mem_len)
+                              precision=args.precision, data_dir=args.data_dir, mem_len=args.mem_len,
+                              threads=args.threads)
     note = f" ({result['split_note']})" if result.get("split_note") else ""
     _print_result(result, args.json, f"{result['name']} at step {result['steps']} on the {args.split} split{note}",
                   args.split)
@@ -215,9 +220,11 @@ def _eval(args) -> int:
 def _generate(args) -> int:
     from .sample import load_trained, sample_text, stream_text
     prompts = args.prompt or [""]
+    if args.threads is not None and args.threads < 1:
+        raise ValueError(f"--threads must be >= 1, got {args.threads}")
     tr = load_trained(args.checkpoint, args.device)
     kw = dict(temperature=args.temperature, top_k=args.top_k, top_p=args.top_p, greedy=args.greedy, seed=args.seed,
-              stop=args.stop)
+              stop=args.stop, threads=args.threads)
     if len(prompts) > 1:
         print("\n\n".join(p + t for p, t in zip(prompts, sample_text(tr, prompts, args.tokens, **kw))))
         return 0

@@ -33,7 +33,7 @@ from ..options import parse_duration
 from ..textload import check_depth, load_yaml
 
 SECTIONS = ("name", "member", "model", "data", "train", "size")
-PRECISIONS = ("auto", "bf16", "fp16", "fp32")
+PRECISIONS = ("auto", "bf16", "fp16", "fp32", "machine")
 OPTIMIZERS = ("adamw", "muon")  # built by train/optim.make_optimizer
 DEVICES = ("auto", "cpu", "cuda")
 PARALLEL = ("ddp", "fsdp")  # how ranks under torchrun split the work (train/distributed.py)
@@ -75,16 +75,17 @@ class TrainConfig:
     fused: bool | None = None          # AdamW's fused kernel; None = when every weight is a float on CPU/CUDA;
                                        # false = torch's per-tensor steps (which round like torch.optim.Adam)
     grad_clip: float | None = 1.0      # max global grad norm; null disables
-    precision: str = "auto"            # auto: bf16 on CUDA (fp16 with loss scaling before Ampere); on a
-                                       # bf16-native CPU the faster of bf16 and fp32, timed
+    precision: str = "machine"         # machine: on a bf16-native CPU this machine's calibrated choice of bf16
+                                       # and fp32 (train/calibrate.py), elsewhere as auto; auto: bf16 on CUDA
+                                       # (fp16 with loss scaling before Ampere), on a bf16-native CPU timed now
     compile: bool = False              # torch.compile the loss
     activation_checkpointing: bool = False  # sets the spec's depth.checkpointing
     device: str = "auto"
     parallel: str = "ddp"              # under torchrun: ddp (each rank holds the whole model) or fsdp
                                        # (weights, gradients and optimiser state sharded over ranks)
-    threads: int | str | None = "auto"  # torch.set_num_threads; None = torch's default; 'auto' = the faster
-                                       # of 1 and all cores, timed at start in about 0.2 s (a busy machine can
-                                       # make multi-threaded CPU training several times slower than one thread);
+    threads: int | str | None = "machine"  # torch.set_num_threads; None = torch's default; 'machine' = this
+                                       # machine's calibrated choice of 1 or all cores (train/calibrate.py);
+                                       # 'auto' = the faster of the two, timed at start in about 0.2 s;
                                        # a resumed run keeps the count it ran with (train/autotune.py)
     seed: int = 0
     eval_every: int | None = 500       # steps; None = only at the end
@@ -162,8 +163,8 @@ def validate(cfg: Config) -> None:
         check_int(f"train.{name}", getattr(t, name), 1, none=True)
     if t.check_every != "auto":
         check_int("train.check_every", t.check_every, 1, hint="or 'auto'")
-    if t.threads != "auto":
-        check_int("train.threads", t.threads, 1, none=True, hint="or 'auto'")
+    if t.threads not in ("auto", "machine"):
+        check_int("train.threads", t.threads, 1, none=True, hint="or 'auto' or 'machine'")
     check_int("train.warmup", t.warmup, 0)
     check_int("train.seed", t.seed, 0, MAX_SEED)  # torch.manual_seed takes a 64-bit seed
     # inf and NaN are refused: an inf lr or clip norm trains nothing and shows up only as a non-finite loss

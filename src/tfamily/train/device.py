@@ -39,14 +39,15 @@ def resolve_device(name: str, local_rank: int = 0) -> torch.device:
 def resolve_precision(name: str, device: torch.device) -> str:
     """'auto' -> 'bf16' where the device computes bf16 natively; on an older GPU 'fp16' (with
     loss scaling); on other CPUs 'fp32'. On a CPU the trainer then times fp32 against bf16 and
-    may keep fp32 (``Trainer._autotune``)."""
-    if name == "auto":
+    may keep fp32 (``Trainer._autotune``); 'machine' starts from the same guess, which this machine's
+    calibration then settles (``calibrate.py``)."""
+    if name in ("auto", "machine"):
         if device.type == "cuda":
             # including_emulation=False: a T4 "supports" bf16 only by emulation, several times slower.
             return "bf16" if torch.cuda.is_bf16_supported(including_emulation=False) else "fp16"
         return "bf16" if cpu_has_bf16() else "fp32"
     if name not in ("bf16", "fp16", "fp32"):
-        raise ValueError(f"train.precision={name!r} is not valid; valid: auto, bf16, fp16, fp32")
+        raise ValueError(f"train.precision={name!r} is not valid; valid: auto, bf16, fp16, fp32, machine")
     return name
 
 

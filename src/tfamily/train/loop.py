@@ -98,7 +98,8 @@ class Trainer:
         self.ckpt = checkpoint.load(resume) if resume is not None else None
         if isinstance(t.threads, int):
             torch.set_num_threads(t.threads)
-        elif t.threads == "auto" and self.ckpt is not None and isinstance(self.ckpt.meta.get("threads"), int):
+        elif t.threads in ("auto", "machine") and self.ckpt is not None and isinstance(
+                self.ckpt.meta.get("threads"), int):
             torch.set_num_threads(self.ckpt.meta["threads"])  # resume as it ran (bitwise)
         self.device, self.precision = d.device, resolve_precision(t.precision, d.device)
         if data_dir is None and self.ckpt is not None:
@@ -137,7 +138,7 @@ class Trainer:
                              task.eval_size(t.eval_tokens))
         meta = self.ckpt.meta if self.ckpt is not None else {}
         self.step, self.tokens, self.elapsed, self.train_s = meta.get("step", 0), 0, meta.get("elapsed", 0.0), 0.0
-        if self.ckpt is not None and t.precision == "auto":
+        if self.ckpt is not None and t.precision in ("auto", "machine"):
             self.precision = meta.get("precision", self.precision)  # resume as it ran
         rundir.pause_point("autotune")
         self._autotune(*startup.to_time(self))  # before the optimiser, whose first import takes seconds
@@ -359,6 +360,8 @@ class Trainer:
                   "val_ppl": e["ppl"], "val_acc": e["acc"], "stopped": stopped, "precision": self.precision,
                   "skipped_steps": self.skipped, "notes": self.notes,
                   "device": str(self.device), "threads": torch.get_num_threads(), "world_size": d.world_size,
+                  # where threads and precision came from (startup.sources): set, machine calibration, probe, ...
+                  "threads_from": self.speed_from["threads"], "precision_from": self.speed_from["precision"],
                   "run_dir": str(self.run_dir), "checkpoint": str(self.last_ckpt) if self.last_ckpt else None,
                   # Validation against training seconds (evaluation time excluded), this process's evaluations.
                   "curve": [{"step": v["step"], "train_s": v["train_s"], "val_loss": v["loss"], "val_bpc": v.get("bpc")}

@@ -69,16 +69,17 @@ def run_precision(meta: dict, requested: str, device: torch.device) -> str:
     precision the run trained and evaluated in (its checkpoint says), so `tfamily eval` reproduces
     the trainer's own numbers on every CPU (the trainer's auto may have picked bf16 on a bf16-native
     CPU, fp32 elsewhere)."""
-    if requested == "auto" and meta.get("precision") in ("bf16", "fp16", "fp32"):
+    if requested in ("auto", "machine") and meta.get("precision") in ("bf16", "fp16", "fp32"):
         return meta["precision"]
     return resolve_precision(requested, device)
 
 
 @contextlib.contextmanager
-def _run_threads(meta: dict, device: torch.device):
-    """Evaluate with the thread count the run used (a different split of a reduction can change
-    the last bits); restored afterwards."""
-    n = meta.get("threads")
+def run_threads(meta: dict, device: torch.device, threads: int | None = None):
+    """Evaluate or generate with ``threads`` (``--threads N``), else the thread count the run
+    trained with: its speed setting for this machine, and the same split of each reduction (another
+    split can change the last bits); restored afterwards."""
+    n = meta.get("threads") if threads is None else check_int("--threads", threads, 1)
     if device.type != "cpu" or not isinstance(n, int) or n < 1 or n == torch.get_num_threads():
         yield
         return
@@ -91,10 +92,11 @@ def _run_threads(meta: dict, device: torch.device):
 
 
 def evaluate_trained(tr: Trained, *, split: str = "val", max_tokens: int | None = None, batch_size: int | None = None,
-                     precision: str = "auto", data_dir=None, mem_len: int | None = None) -> dict:
+                     precision: str = "auto", data_dir=None, mem_len: int | None = None,
+                     threads: int | None = None) -> dict:
     """Evaluate a trained model on ``split`` of the data it was trained on (read from the data
     directory the run used unless ``data_dir`` says otherwise); the metrics are ``<split>_loss``,
-    ``<split>_bpc``, ``<split>_ppl`` and ``<split>_acc``."""
+    ``<split>_bpc``, ``<split>_ppl`` and ``<split>_acc``. ``threads``: torch threads (default: the run's)."""
     cfg = from_dict(tr.meta["config"])
     data_dir = data_dir if data_dir is not None else tr.meta.get("data_dir")
     cfg.data.eval_split = split
@@ -105,7 +107,8 @@ def evaluate_trained(tr: Trained, *, split: str = "val", max_tokens: int | None 
     task = make_task(cfg.data, cfg.train.batch_size, seed=cfg.train.seed, data_dir=data_dir, vocab=tr.vocab,
                      objective=tr.spec.objective.name)
     t0 = time.perf_counter()
-    with _run_threads(tr.meta, dev):
+    with run_threads(tr.meta, dev, threads):
+        used = torch.get_num_threads()
         e = evaluate(tr.model, task.eval_batches(max_tokens, batch_size or cfg.train.eval_batch_size
                                                  or cfg.train.batch_size),
                      device=dev, precision=run_precision(tr.meta, precision, dev), carries=task.carries_state,
@@ -113,7 +116,8 @@ def evaluate_trained(tr: Trained, *, split: str = "val", max_tokens: int | None 
     wall = time.perf_counter() - t0
     return {"member": cfg.member, "name": cfg.run_name, "params": sum(p.numel() for p in tr.model.parameters()),
             "steps": tr.meta["step"], "tokens": tr.meta["tokens"], "wall_s": wall,
-            "tokens_per_s": e["tokens"] / max(wall, 1e-9), "train_loss": tr.meta["metrics"]["train_loss"],
+            "tokens_per_s": e["tokens"] / max(wall, 1e-9), "threads": used,
+            "train_loss": tr.meta["metrics"]["train_loss"],
             # named after the split scored, so a test-split number never reads as a validation one
             "split": split, "eval_tokens": e["tokens"], f"{split}_loss": e["loss"], f"{split}_bpc": e.get("bpc"),
             f"{split}_ppl": e["ppl"], f"{split}_acc": e["acc"], "mem_len": mem_len, "checkpoint": str(tr.path),
@@ -122,15 +126,16 @@ def evaluate_trained(tr: Trained, *, split: str = "val", max_tokens: int | None 
 
 def sample_text(tr: Trained, prompt: str | Sequence[str], n_tokens: int, *, temperature: float = 0.8,
                 top_k: int | None = None, top_p: float | None = None, greedy: bool = False, seed: int = 0,
-                stop: Sequence[str] = (), on_text=None) -> str | list[str]:
+                stop: Sequence[str] = (), on_text=None, threads: int | None = None) -> str | list[str]:
     """Continue ``prompt`` by ``n_tokens`` tokens, or until the text reaches a ``stop`` string
     (left out of the result); returns the continuation. A list of prompts is decoded as one
     batch and returns one continuation per prompt, each what the prompt alone would give
-    (row r samples with seed ``seed + r``). ``on_text`` sees the first row's text as it comes."""
+    (row r samples with seed ``seed + r``). ``on_text`` sees the first row's text as it comes;
+    ``threads``: torch threads while writing (default: the run's, as ``evaluate_trained``)."""
     single = isinstance(prompt, str)
     texts = [""] * (1 if single else len(prompt))
     for pieces in stream_text(tr, prompt, n_tokens, temperature=temperature, top_k=top_k, top_p=top_p,
-                              greedy=greedy, seed=seed, stop=stop):
+                              greedy=greedy, seed=seed, stop=stop, threads=threads):
         texts = [t + p for t, p in zip(texts, pieces)]
         if on_text is not None and pieces[0]:
             on_text(pieces[0])
@@ -139,7 +144,7 @@ def sample_text(tr: Trained, prompt: str | Sequence[str], n_tokens: int, *, temp
 
 def stream_text(tr: Trained, prompt: str | Sequence[str], n_tokens: int, *, temperature: float = 0.8,
                 top_k: int | None = None, top_p: float | None = None, greedy: bool = False, seed: int = 0,
-                stop: Sequence[str] = ()) -> Iterator[list[str]]:
+                stop: Sequence[str] = (), threads: int | None = None) -> Iterator[list[str]]:
     """Yield, step by step, the new text of each prompt's continuation ("" where a row has none
     yet). Text that may be the start of a stop string is held back until it is not; a row ends
     at its first stop string or after ``n_tokens`` tokens, the rows independently.
@@ -169,7 +174,9 @@ def stream_text(tr: Trained, prompt: str | Sequence[str], n_tokens: int, *, temp
     dev = next(tr.model.parameters()).device
     gens = [torch.Generator(device=dev).manual_seed(seed + r) for r in range(len(rows))]
     pick = dict(greedy=greedy, temperature=temperature, top_k=top_k, top_p=top_p)
-    return _write(tr, rows, n_tokens, limit, stop, gens, pick)
+    if threads is not None:
+        check_int("--threads", threads, 1)
+    return _write(tr, rows, n_tokens, limit, stop, gens, pick, threads)
 
 
 @dataclass
@@ -195,7 +202,14 @@ class _Row:
         return piece
 
 
-def _write(tr: Trained, rows: list[_Row], n_tokens: int, limit: int, stop: list[str], gens: list, pick: dict):
+def _write(tr: Trained, rows: list[_Row], n_tokens: int, limit: int, stop: list[str], gens: list, pick: dict,
+           threads: int | None):
+    """The decoding under the run's thread count (``run_threads``; restored when it ends or is closed)."""
+    with run_threads(tr.meta, next(tr.model.parameters()).device, threads):
+        yield from _decode(tr, rows, n_tokens, limit, stop, gens, pick)
+
+
+def _decode(tr: Trained, rows: list[_Row], n_tokens: int, limit: int, stop: list[str], gens: list, pick: dict):
     dev = next(tr.model.parameters()).device
     while live := [r for r, row in enumerate(rows) if not row.done and len(row.new) < n_tokens]:
         for r in live:  # rows are in step: they all have n_tokens - len(new) to go

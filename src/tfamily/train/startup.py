@@ -22,7 +22,7 @@ from ..build import build
 from ..hardware import cpu_has_bf16
 from ..sizes import param_count
 from ..spec import Spec
-from . import autotune
+from . import autotune, calibrate
 
 TELL_STEPS, TELL_S = 10, 30.0  # the measured line: after this many steps, or seconds if sooner
 
@@ -49,23 +49,72 @@ def matmul_shape(spec: Spec | None, units: int) -> tuple[int, int, int]:
 
 
 def to_time(tr) -> tuple[bool, bool]:
-    """Whether the trainer ``tr`` times threads and precision. bf16 on a CPU is not always faster, so
-    auto times it there; on CUDA it is kept. Resumed runs keep what they ran with; multi-process
-    runs keep the static precision (ranks must agree)."""
+    """Whether the trainer ``tr`` times threads and precision now (``auto``: a probe in this run).
+    bf16 on a CPU is not always faster, so auto times it there; on CUDA it is kept. Resumed runs
+    keep what they ran with; multi-process runs keep the static precision (ranks must agree)."""
     t, cpu, fresh = tr.cfg.train, tr.device.type == "cpu", tr.ckpt is None
     return (t.threads == "auto" and cpu and fresh,
             t.precision == "auto" and cpu and tr.precision == "bf16" and fresh and not tr.dist.active)
 
 
+def sources(tr) -> dict[str, str]:
+    """Where the run's threads and precision come from: set (the config), probe (``auto``),
+    calibration (``machine``, this machine's stored one), conservative (``machine`` before a
+    calibration), checkpoint (a resumed run), device (CUDA, or a CPU without native bf16),
+    default (torch's own thread count)."""
+    t, cpu, fresh = tr.cfg.train, tr.device.type == "cpu", tr.ckpt is None
+    ran = (tr.ckpt.meta if tr.ckpt is not None else {})
+    threads = ("set" if isinstance(t.threads, int) else "default" if t.threads is None or not cpu else
+               "probe" if fresh and t.threads == "auto" else "machine" if fresh else
+               "checkpoint" if isinstance(ran.get("threads"), int) else "default")
+    precision = ("set" if t.precision not in ("auto", "machine") else "checkpoint" if not fresh else
+                 "probe" if to_time(tr)[1] else
+                 "machine" if t.precision == "machine" and cpu and tr.precision == "bf16" and not tr.dist.active
+                 else "device")
+    return {"threads": threads, "precision": precision}
+
+
 def tune(tr, threads: bool, precision: bool) -> autotune.Choice:
-    """Decide the trainer ``tr``'s threads and precision (``autotune.choose``). The units of a step
-    are counted as batch x accumulation x the task's length (a text task's tokens exactly)."""
+    """Decide the trainer ``tr``'s threads and precision: this machine's calibration where the config
+    says ``machine`` (``calibrate.py``), a probe where it says ``auto`` (``autotune.choose``). The
+    units of a step are counted as batch x accumulation x the task's length (a text task's tokens
+    exactly). Sets ``tr.speed_from`` (``sources``, with machine resolved)."""
     t, world = tr.cfg.train, tr.dist.world_size
     tr.units_per_step = units = t.batch_size * t.accum * tr.task.seq_len
     flops = flops_per_unit(tr.spec, tr.params, tr.task.seq_len) * units / world
+    cal = _machine(tr)
+    if cal is not None and not threads and not precision:
+        rate = cal.rate(torch.get_num_threads(), tr.precision)
+        if rate:  # the reference's measured FLOP/s at this setting: no probe at all
+            return autotune.Choice(torch.get_num_threads(), tr.precision, None, None, flops / rate)
     return autotune.choose(tr.precision, threads=threads, time_precision=precision, device=tr.device,
                            shape=matmul_shape(tr.spec, units // world), step_flops=flops, units=units,
                            measure=tr._measure)
+
+
+def _machine(tr) -> calibrate.Calibration | None:
+    """Apply this machine's calibration (or the conservative setting) to the parts of ``tr``'s
+    setting that come from it; the calibration, or None."""
+    tr.speed_from = src = sources(tr)
+    wanted = [k for k, v in src.items() if v == "machine"]
+    if not wanted:
+        return None
+    width = tr.spec.d_model if tr.spec is not None else 256
+    # Ranks of one run share the machine: they read a stored calibration but never time one together.
+    cal = (calibrate.settle(width, tr.notes) if not tr.dist.active else calibrate.read(calibrate.bucket(width)))
+    n, p = calibrate.conservative(calibrate.bucket(width)) if cal is None else (cal.threads, cal.precision)
+    for k in wanted:
+        src[k] = "calibration" if cal is not None else "conservative"
+    if "threads" in wanted:
+        torch.set_num_threads(max(1, n // tr.dist.world_size))
+        if cal is not None:
+            loaded, load, cores = calibrate.busy()
+            if loaded and n > 1:
+                tr.notes.append(f"the load average is {load:.1f} on {cores} cores: {n} threads may run several "
+                                f"times slower than one here; train.threads=1 trains on one")
+    if "precision" in wanted:
+        tr.precision = p if cal is None or "threads" in wanted else cal.best_precision(torch.get_num_threads())
+    return cal
 
 
 def measure(tr, settings: list[tuple[int, str]], budget_s: float | None = None) -> dict:
@@ -110,8 +159,21 @@ def first_line(tr, step_s: float) -> str:
     n = torch.get_num_threads()
     unit = "environment steps per update" if tr.task.unit == "steps" else f"{tr.task.unit} per step"
     return (f"{tr.cfg.member}{size}: {tr.params / 1e6:.2f}M parameters, {tr.units_per_step:,} {unit}, "
-            f"{_device(tr.device)}, {tr.precision}, {n} thread{'s' * (n > 1)}; estimated "
+            f"{_device(tr.device)}, {tr.precision}, {n} thread{'s' * (n > 1)}{_from(tr)}; estimated "
             f"{duration(100 * step_s)} per 100 steps, {_to_end(tr, step_s)}")
+
+
+# How the start line names where the speed settings came from (``sources``); set ones go unnamed.
+_FROM = {"calibration": "this machine's calibration", "conservative": "uncalibrated, conservative",
+         "probe": "timed now", "checkpoint": "as the run ran"}
+
+
+def _from(tr) -> str:
+    said = {}
+    for what, source in getattr(tr, "speed_from", {}).items():
+        if source in _FROM:
+            said.setdefault(_FROM[source], []).append(what)
+    return "".join(f" ({' and '.join(w)}: {s})" for s, w in said.items())
 
 
 def tell(ran: int, train_s: float) -> bool:
