@@ -79,7 +79,10 @@ def test_table_of_mixed_runs(tmp_path, capsys):
     lm, rl = lm_run(tmp_path / "lm"), rl_run(tmp_path / "rl")
     png = tmp_path / "out" / "curves.png"
     assert main(["compare", str(lm), str(rl), "--out", str(png)]) == 0
-    head, lm_line, rl_line, plot_line = capsys.readouterr().out.splitlines()
+    out = capsys.readouterr()
+    head, lm_line, rl_line, *differs, plot_line = out.out.splitlines()
+    assert differs[0] == "differs:" and any(line.split()[0] == "train.seed" for line in differs[1:])
+    assert out.err.count("\n") == 1 and "differ in data, seed" in out.err
     cols = head.split()
     assert cols[:7] == ["run", "member", "env", "seed", "steps", "params", "train_s"]
     assert {"val_loss", "val_bpc", "final_return", "max_return", "val_return"} <= set(cols)
@@ -135,3 +138,103 @@ def test_reads_what_the_training_loop_writes(tmp_path, capsys):
     elapsed = {int(r["step"]): float(r["elapsed_s"]) for r in run.train}
     assert val[2] == pytest.approx([elapsed[2], elapsed[4]])  # logged every step: read off exactly
     assert val[3][-1] == pytest.approx(result["val_loss"])
+
+
+# -- what differs ------------------------------------------------------------------------------------
+def member_run(root: Path, member: str, *, model: dict | None = None, result: dict | None = None,
+               data: dict | None = None, train: dict | None = None) -> Path:
+    """A finished text run of ``member`` at size small: a config as `tfamily train` writes it."""
+    config = {"member": member, "size": "small", "model": model or {},
+              "data": {"corpus": "tinyshakespeare", "vocab": None, "seq_len": 128, **(data or {})},
+              "train": {"seed": 0, "max_steps": 100, "time_budget": None, "threads": "auto", "precision": "auto",
+                        "out": str(root), **(train or {})}}
+    evals = [{"step": 50, "loss": 3.0, "bpc": 4.3}, {"step": 100, "loss": 2.5, "bpc": 3.6}]
+    return write_run(root, {"member": member, "steps": 100, "train_s": 9.0, "val_loss": 2.5, **(result or {})},
+                     [{"step": 100, "tokens": 1, "loss": 2.6, "elapsed_s": 9.0}], evals, config)
+
+
+def _png_height(path: Path) -> int:
+    return int.from_bytes(path.read_bytes()[20:24], "big")  # the IHDR chunk: width, then height
+
+
+def test_two_members_differ_in_their_own_fields_and_no_warning(tmp_path, capsys):
+    gpt, reformer = member_run(tmp_path / "gpt", "gpt"), member_run(tmp_path / "reformer", "reformer")
+    assert main(["compare", str(gpt), str(reformer), "--json", "--out", str(tmp_path / "c.png")]) == 0
+    out = capsys.readouterr()
+    report = json.loads(out.out)
+    diffs = {d["key"]: d for d in report["differences"]}
+    assert diffs["model.kernel.name"] == {"key": "model.kernel.name", "values": ["sdpa", "lsh"], "own": True}
+    assert diffs["model.heads.shared_qk"]["own"] and diffs["model.depth.name"]["values"] == ["stack", "reversible"]
+    assert all(d["own"] for d in diffs.values()) and report["warning"] is None and out.err == ""
+
+
+def test_anything_else_that_differs_is_listed_and_warned_in_one_line(tmp_path, capsys):
+    a = member_run(tmp_path / "a", "gpt", result={"threads": 1, "precision": "fp32"})
+    b = member_run(tmp_path / "b", "gpt", model={"d_model": 64}, data={"vocab": "byte"},
+                   train={"seed": 1, "time_budget": "60s"}, result={"threads": 2, "precision": "bf16"})
+    c = member_run(tmp_path / "c", "gpt", train={"threads": 1})  # an old run: no threads in result.json
+    assert main(["compare", str(a), str(b), str(c), "--out", str(tmp_path / "c.png")]) == 0
+    out = capsys.readouterr()
+    differs = out.out.split("differs:\n")[1].splitlines()[:-1]
+    rows = {line.split()[0]: line.split(None, 1)[1] for line in differs}
+    assert rows["train.seed"] == "0 | 1 | 0" and rows["train.threads"] == "1 | 2 | 1"
+    assert rows["train.precision"] == "fp32 | bf16 | auto" and rows["data.vocab"] == "null | byte | null"
+    assert rows["model.d_model"] == "128 | 64 | 128" and rows["train.time_budget"] == "null | 60s | null"
+    assert not any("members' own" in line for line in differs)
+    (line,) = out.err.splitlines()
+    assert line.startswith("tfamily compare: warning: the runs differ in ")
+    for kind in ("vocabulary", "budget", "seed", "threads", "precision", "model.d_model"):
+        assert kind in line, kind
+
+
+def test_an_override_on_a_members_axis_is_not_the_members_own(tmp_path, capsys):
+    gpt = member_run(tmp_path / "gpt", "gpt", model={"heads": {"shared_qk": True}})
+    reformer = member_run(tmp_path / "reformer", "reformer")
+    assert main(["compare", str(gpt), str(reformer), "--json", "--out", str(tmp_path / "c.png")]) == 0
+    report = json.loads(capsys.readouterr().out)
+    diffs = {d["key"]: d["own"] for d in report["differences"]}
+    assert diffs["model.kernel.name"] and "model.heads.shared_qk" not in diffs  # equal: not listed
+    gpt2 = member_run(tmp_path / "gpt2", "gpt", model={"kernel": {"name": "dense"}})
+    assert main(["compare", str(gpt2), str(reformer), "--json", "--out", str(tmp_path / "c.png")]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert {d["key"]: d["own"] for d in report["differences"]}["model.kernel.name"] is False
+    assert "model.kernel.name" in report["warning"]
+
+
+def test_runs_on_other_data_or_vocabularies_get_their_own_panels(tmp_path, capsys):
+    a, b = member_run(tmp_path / "a", "gpt"), member_run(tmp_path / "b", "gpt", train={"seed": 1})
+    c = member_run(tmp_path / "c", "gpt", data={"corpus": "kjv"})
+    d = member_run(tmp_path / "d", "gpt", data={"vocab": "bpe:512"})
+    runs = [compare.load(r) for r in (a, b, c, d)]
+    assert compare.panel(runs[0]) == compare.panel(runs[1]) and len({compare.panel(r) for r in runs}) == 3
+    one, three = compare.plot(runs[:2], tmp_path / "one.png"), compare.plot(runs, tmp_path / "three.png")
+    assert _png_height(three) == 3 * _png_height(one)
+
+
+@pytest.mark.parametrize("command", [["compare"], ["plot", "curves"]])
+@pytest.mark.parametrize("out, words", [("fig", ["--out {d}/fig has no suffix", "{d}/fig.png"]),
+                                        ("fig.docx", [".docx", "not an image format", "png"]),
+                                        ("", ["is a directory", "{d}/curves.png"])])
+def test_out_must_name_a_figure_file(command, out, words, tmp_path, capsys):
+    lm = lm_run(tmp_path / "lm")
+    assert main([*command, str(lm), "--out", f"{tmp_path}/{out}"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1
+    for w in words:
+        assert w.replace("{d}", str(tmp_path).rstrip("/")) in err, (w, err)
+
+
+def test_nothing_to_draw_is_refused_naming_the_run(tmp_path, capsys):
+    empty = write_run(tmp_path / "empty", {"steps": 1, "train_s": 0.1, "val_loss": 3.0}, [], [], {"member": "gpt"})
+    rl, synthetic = rl_run(tmp_path / "rl"), write_run(
+        tmp_path / "copy", {"steps": 2, "val_loss": 1.0}, [{"step": 1, "loss": 2.0, "elapsed_s": 0.1}],
+        [{"step": 2, "loss": 1.0}], {"member": "gpt", "data": {"task": "copy"}})
+    for argv, words in ((["plot", "curves", str(empty)], [str(empty), "no rows", "train.log_every=1"]),
+                        (["plot", "curves", str(rl), "--bpc"], ["--bpc", str(rl), "RL run", "drop --bpc"]),
+                        (["compare", str(rl), "--bpc"], ["--bpc", str(rl), "RL run"]),
+                        (["plot", "curves", str(synthetic), "--bpc"], [str(synthetic), "no evaluation with bits"])):
+        assert main([*argv, "--out", str(tmp_path / "p.png")]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and all(w in err for w in words), (words, err)
+    assert not (tmp_path / "p.png").exists()
+    assert main(["compare", str(empty), "--out", str(tmp_path / "p.png")]) == 0  # the table still has its row

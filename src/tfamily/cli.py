@@ -235,12 +235,17 @@ _PATH_ERRNOS = {errno.EACCES, errno.EPERM, errno.EROFS, errno.ENOSPC, errno.EDQU
                 errno.EISDIR, errno.ENOTDIR, errno.EEXIST, errno.ELOOP}
 
 
+MAX_LINE = 2000  # an error line quoting a huge value (most are cut where raised) stays readable
+
+
 def one_line(text: str) -> str:
-    """A multi-line message (e.g. a list of searched paths) as one line."""
+    """A multi-line message (e.g. a list of searched paths) as one line, cut to ``MAX_LINE``."""
     out = ""
     for line in (ln.strip() for ln in str(text).splitlines()):
         if line:
             out += ("" if not out else " " if out.endswith(":") else "; ") + line
+    if len(out) > MAX_LINE:
+        out = f"{out[:MAX_LINE - 500]} ...[{len(out) - MAX_LINE + 100} characters cut]... {out[-400:]}"
     return out
 
 

@@ -11,6 +11,13 @@ the PPO settings) and against seconds. Seconds are ``train.csv``'s ``elapsed_s``
 carried across resumes, evaluations and checkpoints included (start-up and model building excluded).
 An evaluation is placed at the seconds of its step, read off the training rows.
 
+``compare`` also lists what differs between the runs: each spec field, the data, the vocabulary,
+the budget, the seed, the threads and the precision a run ran with. A spec field in which the
+members' own presets differ (at the runs' size, not set by a ``model.*`` override) is the members'
+own difference, what the comparison is for; anything else makes the gap not the members' alone,
+said in one warning line. Runs on different data or vocabularies are drawn in separate panels: a
+loss over another text or another set of tokens is another number.
+
     tfamily compare runs/gpt runs/longformer --out runs/compare.png
     tfamily plot curves runs/gpt runs/longformer --bpc --out bpc.png
 """
@@ -18,6 +25,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -26,6 +34,14 @@ DEFAULT_OUT = "runs/compare.png"
 LEAD = ("member", "env", "seed", "steps", "params", "train_s")
 # Not shown: ppl repeats the loss; train_s leads already.
 HIDDEN = ("val_ppl", "train_s")
+# Config keys that say where a run writes and how it reports, not what it trains: never a difference.
+QUIET = {"train.out", "train.progress", "train.tensorboard", "train.keep", "train.ckpt_every", "train.log_every",
+         "train.check_every", "train.eval_every", "data.download"}
+# What a setting is, named in the warning line; a key not here is named itself.
+KINDS = {"data.corpus": "data", "data.task": "data", "data.task_params": "data", "data.seq_len": "data",
+         "data.eval_split": "data", "data.stream": "data", "data.vocab": "vocabulary", "model.vocab_size": "vocabulary",
+         "train.max_steps": "budget", "train.time_budget": "budget", "train.seed": "seed",
+         "train.threads": "threads", "train.precision": "precision"}
 
 
 @dataclass(frozen=True)
@@ -116,6 +132,186 @@ def render(rows: list[dict]) -> str:
                      for line in cells) + "\n"
 
 
+# -- what differs ------------------------------------------------------------------------------
+def _flat(d: dict, prefix: str = "") -> dict:
+    """A nested dict's leaves by dotted key (lists, such as per-layer patterns, are one value; an
+    empty mapping is no leaf: ``params: {}`` and no params say the same)."""
+    out = {}
+    for k, v in d.items():
+        if isinstance(v, dict):
+            out.update(_flat(v, f"{prefix}{k}."))
+        else:
+            out[f"{prefix}{k}"] = v
+    return out
+
+
+def spec_of(run: Run) -> dict | None:
+    """The spec the run trained: its newest checkpoint's (``meta.json``), else rebuilt from its
+    config (the member at its size with its ``model`` overrides), else None."""
+    from .textload import load_json
+    for meta in sorted(run.path.glob("checkpoints/step-*/meta.json"), reverse=True):
+        try:
+            spec = load_json(meta.read_text(encoding="utf-8"), str(meta)).get("spec")
+        except (OSError, ValueError, AttributeError):
+            continue
+        if isinstance(spec, dict):
+            return spec
+    if not run.config.get("member"):
+        return None
+    try:
+        from .train import config, resolve
+        return resolve.member_dict(config.from_dict(run.config))
+    except (ValueError, TypeError, KeyError):
+        return None
+
+
+def settings(run: Run) -> dict:
+    """What the run trained, by dotted key: its data and train settings (the threads and precision
+    it ran with where result.json has them), its size and every field of its spec (``model.*``)."""
+    cfg, out = run.config, {"size": run.config.get("size")}
+    for sec in ("data", "train"):
+        out.update({f"{sec}.{k}": v for k, v in (cfg.get(sec) or {}).items() if f"{sec}.{k}" not in QUIET})
+    out.update({f"train.{k}": run.result[k] for k in ("threads", "precision") if run.result.get(k) is not None})
+    spec = spec_of(run)
+    if spec is not None:
+        out.update({f"model.{k}": v for k, v in _flat(spec).items() if k not in ("member", "paper")})
+    return out
+
+
+def _overridden(cfg: dict, key: str) -> bool:
+    """Whether the run's ``model`` overrides set ``key`` (``model.a.b``), a value above it, or name its
+    axis's choice (whose fields are then not the member's)."""
+    node, parts = cfg.get("model") or {}, key.split(".")[1:]
+    if isinstance(node.get(parts[0]), dict) and "name" in node[parts[0]]:
+        return True
+    for part in parts:
+        if not isinstance(node, dict) or part not in node:
+            return False
+        node = node[part]
+    return True
+
+
+def _presets(runs: list[Run]) -> list[dict] | None:
+    """Each run's member as its preset states it, at the run's size (None: a member not in the family)."""
+    from . import members
+    from .train import presets
+    try:
+        return [_flat(presets.member_dict(r.config["member"], r.config.get("size", "paper"),
+                                          members.get(r.config["member"])().to_dict())) for r in runs]
+    except (KeyError, ValueError, TypeError):
+        return None
+
+
+def _declared(member: str, key: str) -> bool:
+    """Whether the member's registration lists ``key`` among its paper's changes (where it has such a list)."""
+    from . import members
+    changes = getattr(members.REGISTRY.get(member), "changes", None) or ()
+    field = key.partition(".")[2]
+    return any(field == c.key or field.startswith(c.key + ".") or c.key.startswith(field + ".") for c in changes)
+
+
+def differences(runs: list[Run]) -> list[dict]:
+    """Every setting that differs between the runs: ``key``, ``values`` (one per run, in order) and
+    ``own``: a spec field in which the runs' members themselves differ (their presets at the runs'
+    sizes, or their declared changes), set by no override."""
+    per_run = [settings(r) for r in runs]
+    if any(not any(k.startswith("model.") for k in s) for s in per_run):  # a spec not known: fields not compared
+        per_run = [{k: v for k, v in s.items() if not k.startswith("model.")} for s in per_run]
+    keys = list(dict.fromkeys(k for s in per_run for k in s))
+    members_ = [r.config.get("member", r.result.get("member")) for r in runs]
+    presets = _presets(runs) if len(set(members_)) > 1 else None
+    out = []
+    for key in keys:
+        values = [s.get(key) for s in per_run]
+        if all(v == values[0] for v in values):
+            continue
+        own = (len(set(members_)) > 1 and key.startswith("model.") and KINDS.get(key) is None
+               and not any(_overridden(r.config, key) for r in runs)
+               and (presets is None or len({json.dumps(p.get(key[6:]), sort_keys=True) for p in presets}) > 1
+                    or any(_declared(m, key) for m in members_)))
+        out.append({"key": key, "values": values, "own": own})
+    return out
+
+
+def warning(diffs: list[dict]) -> str | None:
+    """One line naming what differs beyond the members' own choices, or None."""
+    other = [d for d in diffs if not d["own"]]
+    if not other:
+        return None
+    order = list(dict.fromkeys(KINDS.values()))
+    kinds = sorted(dict.fromkeys(KINDS.get(d["key"], d["key"]) for d in other),
+                   key=lambda k: order.index(k) if k in order else len(order))
+    return (f"warning: the runs differ in {', '.join(kinds)}, not only in their members' own choices, so the gap "
+            f"between them is not the members' alone; rerun with these settings equal to compare the members")
+
+
+def _shown(v) -> str:
+    text = v if isinstance(v, str) else json.dumps(v)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def render_differences(diffs: list[dict]) -> str:
+    """One line per differing setting: its values run by run, marked when it is the members' own."""
+    if not diffs:
+        return ""
+    width, own = max(len(d["key"]) for d in diffs), "  (the members' own)"
+    return "differs:\n" + "".join(f"  {d['key']:<{width}}  {' | '.join(_shown(v) for v in d['values'])}"
+                                  f"{own if d['own'] else ''}\n" for d in diffs)
+
+
+def panel(run: Run) -> tuple:
+    """Runs drawn in one panel: same kind (RL or not), same data (corpus or task), same vocabulary."""
+    data, spec = run.config.get("data") or {}, None
+    if not run.rl:
+        spec = spec_of(run)
+    return (run.rl, data.get("task") or data.get("corpus"), data.get("vocab"), (spec or {}).get("vocab_size"))
+
+
+def _title(key: tuple) -> str:
+    rl, data, vocab, size = key
+    if rl:
+        return f"environment {data}" if data else "RL"
+    ids = f"{vocab or 'its own'} vocabulary" + (f" ({size} ids)" if size else "")
+    return f"{data}, {ids}" if data else ids
+
+
+# -- what can be drawn ------------------------------------------------------------------------------
+def check_figure(out: str | Path, flag: str = "--out") -> Path:
+    """``out`` as the path of a figure matplotlib can write (a known suffix, not a directory), or a
+    one-line error naming it and the fix."""
+    from matplotlib.backend_bases import FigureCanvasBase
+    path = Path(out).expanduser()
+    if path.is_dir() or str(out).endswith(("/", os.sep)):
+        raise IsADirectoryError(f"{flag} {out} is a directory; name the figure's file, e.g. "
+                                f"{flag} {path / 'curves.png'}")
+    kinds = FigureCanvasBase.get_supported_filetypes()
+    suffix = path.suffix.lower().lstrip(".")
+    if suffix not in kinds:
+        what = f"ends in .{suffix}, which is not an image format matplotlib writes" if suffix else "has no suffix"
+        raise ValueError(f"{flag} {out} {what}; name an image file such as {path.with_suffix('.png')} "
+                         f"(formats: {', '.join(sorted(kinds))})")
+    if path.parent.exists() and not path.parent.is_dir():
+        raise NotADirectoryError(f"{flag} {out}: {path.parent} is a file, not a directory; pick another path")
+    return path
+
+
+def check_drawable(runs: list[Run], bpc: bool, empty: bool = True) -> None:
+    """Refuse in one line a run with nothing to draw: ``--bpc`` on an RL run or a run whose
+    evaluations report no bits per character, and (``empty``) a run whose logs have no rows."""
+    for run in runs:
+        if bpc and run.rl:
+            raise ValueError(f"--bpc: {run.label} is an RL run (return per episode, no bits per character); "
+                             f"drop --bpc to draw its return, or pass language-model runs only")
+        if bpc and not any(r.get("bpc") not in (None, "") for r in run.evals):
+            raise ValueError(f"--bpc: {run.label} has no evaluation with bits per character (eval.csv "
+                             f"{'has no rows' if not run.evals else 'reports none: not a text run'}); drop --bpc "
+                             f"to draw its loss")
+        if empty and not run.train and not run.evals and not (run.rl and return_curve(run)[0]):
+            raise ValueError(f"{run.label} has nothing to draw: its train.csv and eval.csv have no rows (a run "
+                             f"shorter than train.log_every that never evaluated); train it longer or with "
+                             f"train.log_every=1")
+
+
 def _seconds_at(xs: list[int], run: Run, key: str = "step") -> list[float]:
     """The run's clock at each ``key`` value (step, or tokens for RL), interpolated between logged
     training rows and linearly extrapolated past the last one (a final evaluation between two log
@@ -148,19 +344,22 @@ def lines(run: Run, bpc: bool = False) -> list[tuple[str, list, list, list]]:
 
 
 def plot(runs: list[Run], out: str | Path, bpc: bool = False) -> Path:
-    """One row of two panels (against steps, against seconds) per quantity: loss (or bpc) for
-    language-model and seq2seq runs, batch-mean return for RL runs."""
+    """One row of two panels (against steps, against seconds) per quantity and data: loss (or bpc)
+    for language-model and seq2seq runs, one row per corpus or task and vocabulary; batch-mean
+    return for RL runs, one row per environment."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    groups = [g for g in (False, True) if any(r.rl == g for r in runs)]
-    out = Path(out)
+    keys = [panel(r) for r in runs]
+    groups = list(dict.fromkeys(keys))
+    out = check_figure(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     fig, axes = plt.subplots(len(groups), 2, figsize=(11, 4 * len(groups)), squeeze=False, layout="constrained")
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
-    for (ax_steps, ax_time), rl in zip(axes, groups):
+    for (ax_steps, ax_time), group in zip(axes, groups):
+        rl = group[0]
         for i, run in enumerate(runs):
-            if run.rl != rl:
+            if keys[i] != group:
                 continue
             for kind, xs, ts, ys in lines(run, bpc):
                 style = {"color": colors[i % len(colors)], "lw": 1.0 if kind == "train" else 2.0,
@@ -176,6 +375,8 @@ def plot(runs: list[Run], out: str | Path, bpc: bool = False) -> Path:
             ax.set_ylabel(y, fontsize=8)
             ax.grid(alpha=0.3)
         ax_steps.legend(fontsize=7)
+        if len(groups) > 1:
+            ax_steps.set_title(_title(group), fontsize=9, loc="left")
     fig.savefig(out, dpi=110)
     plt.close(fig)
     return out
@@ -191,20 +392,29 @@ def add_args(p, default_out: str = DEFAULT_OUT) -> None:
 
 def run(args) -> int:
     """`tfamily plot curves`: the figure only."""
-    print(f"plot: {plot([load(r) for r in args.runs], args.out, args.bpc)}")
+    check_figure(args.out)
+    runs = [load(r) for r in args.runs]
+    check_drawable(runs, args.bpc)
+    print(f"plot: {plot(runs, args.out, args.bpc)}")
     return 0
 
 
 def compare(args) -> int:
-    """`tfamily compare` (and `tfamily rl compare`): the table, then the figure."""
+    """`tfamily compare` (and `tfamily rl compare`): the table, what differs, then the figure; the
+    warning (when the runs differ beyond their members) on stderr."""
+    import sys
+    check_figure(args.out)
     runs = [load(r) for r in args.runs]
-    rows = [row(r) for r in runs]
+    check_drawable(runs, args.bpc, empty=False)  # a run without logs still has its row in the table
+    rows, diffs = [row(r) for r in runs], differences(runs)
     path = plot(runs, args.out, args.bpc)
+    said = warning(diffs)
     if args.json:
-        print(json.dumps({"plot": str(path), "runs": rows}, indent=1))
+        print(json.dumps({"plot": str(path), "runs": rows, "differences": diffs, "warning": said}, indent=1))
     else:
-        print(render(rows), end="")
-        print(f"plot: {path}")
+        print(render(rows) + render_differences(diffs) + f"plot: {path}")
+    if said:
+        print(f"tfamily compare: {said}", file=sys.stderr)
     return 0
 
 

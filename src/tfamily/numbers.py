@@ -17,6 +17,18 @@ import numbers
 from typing import Any
 
 
+SHOWN = 80  # characters of a value quoted in an error line
+
+
+def cut(value: Any, n: int = SHOWN) -> str:
+    """``repr(value)`` cut to about ``n`` characters, so an error line quoting a huge value (a
+    10^6-element list from a config file) stays one readable line."""
+    if isinstance(value, (list, tuple, dict, set)) and len(value) > n:  # its whole repr would be huge
+        return f"<a {type(value).__name__} of {len(value)} items>"
+    r = repr(value)
+    return r if len(r) <= n else f"{r[:n - 20]}...{r[-12:]} ({len(r)} chars)"
+
+
 def _suffix(hint: str) -> str:
     return f"; {hint}" if hint else ""
 
@@ -43,9 +55,9 @@ def check_int(name: str, value: Any, lo: int | None = 1, hi: int | None = None, 
         return None
     rule = " ".join(w for w in ("an integer", _range(lo, hi), "or null" if none else "") if w)
     if not _integer(value):
-        raise TypeError(f"{name} must be {rule}, got {value!r}{_suffix(hint)}")
+        raise TypeError(f"{name} must be {rule}, got {cut(value)}{_suffix(hint)}")
     if (lo is not None and value < lo) or (hi is not None and value > hi):
-        raise ValueError(f"{name} must be {rule}, got {value!r}{_suffix(hint)}")
+        raise ValueError(f"{name} must be {rule}, got {cut(value)}{_suffix(hint)}")
     return int(value)
 
 
@@ -58,12 +70,12 @@ def check_number(name: str, value: Any, lo: float | None = None, hi: float | Non
     rule = " ".join(w for w in ("a finite number", _range(lo, hi, lo_open, hi_open), "or null" if none else "")
                     if w)
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise TypeError(f"{name} must be {rule}, got {value!r}{_suffix(hint)}")
+        raise TypeError(f"{name} must be {rule}, got {cut(value)}{_suffix(hint)}")
     v = float(value)
     below = lo is not None and (v <= lo if lo_open else v < lo)
     above = hi is not None and (v >= hi if hi_open else v > hi)
     if not math.isfinite(v) or below or above:
-        raise ValueError(f"{name} must be {rule}, got {value!r}{_suffix(hint)}")
+        raise ValueError(f"{name} must be {rule}, got {cut(value)}{_suffix(hint)}")
     return v
 
 
@@ -75,5 +87,5 @@ def check_prob(name: str, value: Any, *, none: bool = False, hint: str = "") -> 
 def check_flag(name: str, value: Any, *, hint: str = "") -> bool:
     """``True`` or ``False`` and nothing else (not 0/1, not "yes")."""
     if not isinstance(value, bool):
-        raise TypeError(f"{name} must be true or false, got {value!r}{_suffix(hint)}")
+        raise TypeError(f"{name} must be true or false, got {cut(value)}{_suffix(hint)}")
     return value

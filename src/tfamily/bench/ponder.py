@@ -89,7 +89,9 @@ def plot(rows: list[dict], labels: list[str], path: Path, title: str) -> None:
 
 
 def run(args) -> int:
+    from ..compare import check_figure
     from ..train.sample import load_trained
+    check_figure(args.out)  # before loading: a directory or a name without a suffix is no figure
     tr = load_trained(args.checkpoint, "cpu")
     if not halting_depths(tr.model):
         raise ValueError(f"{args.checkpoint} ({tr.spec.member}, depth {tr.spec.depth.name!r}) has no dynamic "

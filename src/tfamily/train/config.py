@@ -28,9 +28,9 @@ import yaml
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-from ..numbers import check_flag, check_int, check_number
+from ..numbers import check_flag, check_int, check_number, cut
 from ..options import parse_duration
-from ..textload import check_depth, load_yaml
+from ..textload import load_toml, load_yaml, read_text
 
 SECTIONS = ("name", "member", "model", "data", "train", "size")
 PRECISIONS = ("auto", "bf16", "fp16", "fp32", "machine")
@@ -88,7 +88,9 @@ class TrainConfig:
                                        # 'auto' = the faster of the two, timed at start in about 0.2 s;
                                        # a resumed run keeps the count it ran with (train/autotune.py)
     seed: int = 0
-    eval_every: int | None = 500       # steps; None = only at the end
+    eval_every: int | str | None = "auto"  # steps; None = only at the end; auto = about 20 evaluations a run
+                                       # (steps, or a time budget's predicted steps), the ones before the
+                                       # last on fewer tokens, together at most ~10% of the training time
     eval_tokens: int | None = 100_000  # scored tokens per evaluation; None = the whole split
     eval_batch_size: int | None = None  # None = batch_size
     log_every: int = 10
@@ -138,10 +140,10 @@ def from_dict(d: dict) -> Config:
     d = resolve(d)
     for sec, cls in (("data", DataConfig), ("train", TrainConfig)):
         if not isinstance(d.get(sec, {}), dict):
-            raise TypeError(f"config section {sec!r} must be a mapping, got {d[sec]!r}")
+            raise TypeError(f"config section {sec!r} must be a mapping, got {cut(d[sec])}")
         _check_keys(sec, d.get(sec, {}), cls)
     if not isinstance(d.get("model", {}), dict):
-        raise TypeError(f"config section 'model' must be a mapping of spec overrides, got {d['model']!r}")
+        raise TypeError(f"config section 'model' must be a mapping of spec overrides, got {cut(d['model'])}")
     train = dict(d.get("train", {}))
     if "betas" in train:
         train["betas"] = tuple(train["betas"])
@@ -159,8 +161,10 @@ def validate(cfg: Config) -> None:
         raise TypeError(f"member must be a member name (see `tfamily members`), got {cfg.member!r}")
     for name in ("batch_size", "accum", "log_every", "keep"):
         check_int(f"train.{name}", getattr(t, name), 1)
-    for name in ("max_steps", "eval_every", "ckpt_every", "eval_tokens", "eval_batch_size"):
+    for name in ("max_steps", "ckpt_every", "eval_tokens", "eval_batch_size"):
         check_int(f"train.{name}", getattr(t, name), 1, none=True)
+    if t.eval_every != "auto":
+        check_int("train.eval_every", t.eval_every, 1, none=True, hint="or 'auto'")
     if t.check_every != "auto":
         check_int("train.check_every", t.check_every, 1, hint="or 'auto'")
     if t.threads not in ("auto", "machine"):
@@ -279,19 +283,8 @@ def find_config(name: str | Path) -> Path:
 def read_file(path: str | Path) -> dict:
     """The raw dict of a YAML or TOML config file."""
     path = Path(path)
-    text = path.read_text(encoding="utf-8")
-    if path.suffix == ".toml":
-        try:
-            import tomllib
-        except ModuleNotFoundError as e:  # Python 3.10
-            raise ValueError(f"{path}: TOML configs need Python 3.11+; use a YAML config") from e
-        try:
-            return check_depth(tomllib.loads(text), str(path))
-        except tomllib.TOMLDecodeError as e:
-            raise ValueError(f"{path} is not valid TOML: {e}") from e
-        except RecursionError as e:
-            raise ValueError(f"{path} nests too deeply to read; flatten it") from e
-    d = load_yaml(text, str(path)) or {}
+    text = read_text(path)
+    d = (load_toml(text, str(path)) if path.suffix == ".toml" else load_yaml(text, str(path))) or {}
     if not isinstance(d, dict):
         raise ValueError(f"{path} must hold a mapping with sections {', '.join(SECTIONS)}")
     return d

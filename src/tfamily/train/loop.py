@@ -33,10 +33,10 @@ from ..models.hooks import AfterStep, SeesProgress
 from ..sizes import check_fits
 from ..spec import Spec
 from . import checkpoint, distributed, finetune, guard, resolve, rundir, snapshot, startup
-from .budget import Budget
+from .budget import Budget, Curve
 from .config import Config, apply_overrides, dump, from_dict, parse_duration
 from .device import autocast, grad_scaler, resolve_precision
-from .evaluate import carried_state, evaluate, level, to_device
+from .evaluate import carried_state, held_out, record, to_device
 from .guard import NonFiniteLoss  # noqa: F401 (raised here, caught by the commands as loop.NonFiniteLoss)
 from .metrics import Logger
 from .optim import make_optimizer, warmup_cosine
@@ -136,6 +136,8 @@ class Trainer:
         self.params = param_count(self.model)
         self.budget = Budget(parse_duration(t.time_budget, "train.time_budget"), t.max_steps,
                              task.eval_size(t.eval_tokens))
+        self.curve = Curve(t.eval_every, t.log_every, self.budget.eval_units,
+                           (t.eval_batch_size or t.batch_size) * task.seq_len)
         meta = self.ckpt.meta if self.ckpt is not None else {}
         self.step, self.tokens, self.elapsed, self.train_s = meta.get("step", 0), 0, meta.get("elapsed", 0.0), 0.0
         if self.ckpt is not None and t.precision in ("auto", "machine"):
@@ -262,13 +264,7 @@ class Trainer:
         if isinstance(self.model, AfterStep):  # declared by the model (models/hooks.py), not probed
             self.model.after_step()
 
-    def evaluate(self) -> dict:
-        t = self.cfg.train
-        batches = self.task.eval_batches(t.eval_tokens, t.eval_batch_size or t.batch_size)
-        if self.dist.fsdp and self.dist.active:
-            batches = level(batches, self.task, self.model, self.device, self.precision, self.dist)
-        return evaluate(self.model, batches, device=self.device, precision=self.precision, dist=self.dist,
-                        carries=self.task.carries_state, metrics=self.task.eval_metrics)
+    evaluate, _record_eval = held_out, record  # evaluate.py: on train.eval_tokens or the curve's units
 
     # -- the loop ----------------------------------------------------------------------------
     def fit(self) -> dict:
@@ -293,7 +289,7 @@ class Trainer:
         log = Logger(self.run_dir if d.main else None, tensorboard=t.tensorboard, progress=t.progress,
                      total=t.max_steps, start_step=self.step, resume_step=resumed,
                      extra_fields=tuple(self.task.report_fields) if reports else ())
-        start_step, start_tokens, last_note = self.step, self.tokens, time.perf_counter()
+        start_step, start_tokens, start_elapsed, last_note = self.step, self.tokens, self.elapsed, time.perf_counter()
         self.train_s = 0.0  # this session's training seconds (evaluations and checkpoints excluded)
         self.compile_s = None  # with train.compile: the first step's seconds, compilation included
         rate, stopped, told = 0.0, "max_steps", False
@@ -315,16 +311,17 @@ class Trainer:
                 rate = (self.tokens - start_tokens) / max(self.train_s, 1e-9)
                 ran = self.step - start_step
                 if self.budget.seconds is not None and Budget.refit_now(ran):
-                    total = self.budget.horizon(self.step, ran, self.train_s, self.elapsed, rate, d)
+                    total = self.budget.horizon(self.step, ran, self.elapsed - start_elapsed, self.elapsed, rate, d)
                     self.scheduler.lr_lambdas[0].total = total
                     log.set_total(total)
                 report = self.task.report() if reports else {}
+                due = self.curve.due(self.step, self.scheduler.lr_lambdas[0].total)
                 speed = "tok_s" if self.task.unit == "tokens" else f"{self.task.unit}/s"
                 self.pending.append({"step": self.step, "tokens": self.tokens, "loss": loss, "lr": lr,
                                      "grad_norm": norm, "tokens_per_s": rate, "elapsed_s": self.elapsed, **report})
                 note = (log.bar is None or log.bar.disable) and time.perf_counter() - last_note > 30
                 if self.guard is None or note or self.step % self.check_every == 0 or \
-                        (t.eval_every and self.step % t.eval_every == 0) or (t.ckpt_every and self.step % t.ckpt_every == 0):
+                        due or (t.ckpt_every and self.step % t.ckpt_every == 0):
                     self._flush(log)
                 log.step(**({"loss": self.recent[-1]} if self.recent else {}), **{speed: round(rate)},
                          **{k: v for k, v in report.items() if v is not None})
@@ -336,25 +333,30 @@ class Trainer:
                     log.message(f"step {self.step}: loss {self.train_loss:.4f}, {rate:.0f} {self.task.unit}/s, "
                                 f"{self.elapsed:.0f} s")
                 e0 = time.perf_counter()
-                if t.eval_every and self.step % t.eval_every == 0:
-                    self._record_eval(log)
+                if due:
+                    self._record_eval(log, self.curve.eval_units(self.budget, self.scheduler.lr_lambdas[0].total,
+                                                                 self.train_s / ran, rate, d))
                 if t.ckpt_every and self.step % t.ckpt_every == 0:
                     self.save()
                 self.elapsed += time.perf_counter() - e0
                 checkpoint.halt_point("step", self.step)
             self._flush(log)
-            if self.last_eval is None or self.last_eval["step"] != self.step:
+            if self.last_eval is None or self.last_eval["step"] != self.step or self.last_eval["partial"]:
+                e0 = time.perf_counter()
                 self._record_eval(log)
+                self.elapsed += time.perf_counter() - e0  # the run's clock counts its final evaluation
             if self.saved_step != self.step:
                 self.save()
         finally:
             log.close()
         wall = time.perf_counter() - wall0
         e = self.last_eval
-        extra = {f"val_{k}": e[k] for k in e if k not in ("step", "loss", "ppl", "acc", "tokens", "train_s")}
+        extra = {f"val_{k}": e[k] for k in e if k not in ("step", "loss", "ppl", "acc", "tokens", "train_s", "eval_s",
+                                                          "partial")}
         result = {"member": self.cfg.member, "name": self.cfg.run_name, "params": self.params,
                   "steps": self.step, "tokens": self.tokens, "unit": self.task.unit, "wall_s": wall,
-                  "train_s": self.train_s, "compile_s": self.compile_s,
+                  "train_s": self.train_s, "compile_s": self.compile_s, "elapsed_s": self.elapsed,
+                  "eval_s": sum(v["eval_s"] for v in self.evals[:-1]), "final_eval_s": e["eval_s"],
                   "tokens_per_s": (self.tokens - start_tokens) / max(self.train_s, 1e-9),
                   "train_loss": self.train_loss, "val_loss": e["loss"], "val_bpc": e.get("bpc"), **extra,
                   "val_ppl": e["ppl"], "val_acc": e["acc"], "stopped": stopped, "precision": self.precision,
@@ -364,20 +366,12 @@ class Trainer:
                   "threads_from": self.speed_from["threads"], "precision_from": self.speed_from["precision"],
                   "run_dir": str(self.run_dir), "checkpoint": str(self.last_ckpt) if self.last_ckpt else None,
                   # Validation against training seconds (evaluation time excluded), this process's evaluations.
-                  "curve": [{"step": v["step"], "train_s": v["train_s"], "val_loss": v["loss"], "val_bpc": v.get("bpc")}
-                            for v in self.evals],
+                  "curve": [{"step": v["step"], "train_s": v["train_s"], "val_loss": v["loss"], "val_bpc": v.get("bpc"),
+                             "scored": v["tokens"]} for v in self.evals],
                   **({f"train_{k}": v for k, v in self.task.report().items()} if reports else {})}
         if d.main:
             (self.run_dir / "result.json").write_text(json.dumps(result, indent=1), encoding="utf-8")
         return result
-
-    def _record_eval(self, log: Logger) -> None:
-        e = self.evaluate()
-        self.last_eval = {"step": self.step, "train_s": self.train_s, **e}
-        self.evals.append(self.last_eval)
-        log.log_eval({"step": self.step, "tokens": self.tokens, **{k: e.get(k) for k in ("loss", "bpc", "ppl", "acc")}},
-                     extra={k: v for k, v in e.items() if k not in ("loss", "bpc", "ppl", "acc", "tokens")
-                            and isinstance(v, (int, float)) and not isinstance(v, bool)})
 
 
 def resume_config(path: str | Path, overrides: dict | None = None) -> Config:
