@@ -165,7 +165,7 @@ def reference(width: int):
     d["depth"] = {**d["depth"], "n_layers": LAYERS}
     d["position"] = {**d["position"], "max_len": SEQ}
     spec = Spec.from_dict(d)
-    rows = min(16, max(1, round(16 * (128 / width) ** 2)))  # at most 16 x 128 tokens, ~0.1 GFLOP from d 128 up
+    rows = min(16, max(1, round(16 * (128 / width) ** 2)))  # at most 16 x 128 tokens, ~5 GFLOP from d 128 up
     return build(spec), rows, flops_per_unit(spec, 0, SEQ) * rows * SEQ
 
 
