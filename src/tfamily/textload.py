@@ -159,8 +159,8 @@ def check_depth(obj: Any, where: str, limit: int = MAX_DEPTH, nodes: int | None 
             raise _too_many(where)
         if isinstance(node, (dict, list)):
             if depth >= limit:
-                raise ValueError(f"{where} nests deeper than {limit} levels; it was not written by tfamily "
-                                 f"(the file is corrupt or hand-edited)")
+                raise ValueError(f"{where} nests deeper than {limit} levels; the file is corrupt or hand-edited "
+                                 f"(no file tfamily reads nests this deep)")
             todo.extend((v, depth + 1) for v in (node.values() if isinstance(node, dict) else node))
     return obj
 
@@ -175,8 +175,7 @@ def load_json(text: str | bytes, where: str) -> Any:
     try:
         data = json.loads(text)
     except RecursionError as e:
-        raise ValueError(f"{where} nests too deeply to read; it was not written by tfamily (the file is corrupt "
-                         f"or hand-edited)") from e
+        raise ValueError(f"{where} nests too deeply to read; the file is corrupt or hand-edited") from e
     except json.JSONDecodeError as e:  # still a JSONDecodeError, its line naming the file
         e.args = (f"{where} is not valid JSON ({e.msg} at line {e.lineno} column {e.colno}); the file is corrupt "
                   f"or hand-edited",)
@@ -246,6 +245,26 @@ def read_csv(path: str | Path, limit: int = MAX_BYTES) -> list[dict]:
         raise ValueError(f"{path} is not valid CSV ({e}); save it as comma-separated text") from None
     finally:
         csv.field_size_limit(old)
+
+
+def read_cache(path: str | Path, parse, what: str, limit: int = MAX_BYTES) -> Any:
+    """``parse(text)`` of the cache file ``path`` that tfamily wrote for itself, or None when there is
+    none. A corrupt one (unreadable, over ``limit``, not UTF-8, or refused by ``parse`` with a
+    ValueError, TypeError or KeyError) is named on stderr and removed, and None returned: the
+    caller rebuilds it, as if it had never been written."""
+    import contextlib
+    import sys
+    path = Path(path)
+    try:
+        return parse(read_text(path, limit))
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError, TypeError, KeyError) as e:
+        print(f"tfamily: note: the cached {what} {path} is corrupt ({cut(' '.join(str(e).split()), 160)}); "
+              f"removed and rebuilt", file=sys.stderr)
+        with contextlib.suppress(OSError):
+            path.unlink()
+        return None
 
 
 # -- fields --------------------------------------------------------------------------------------

@@ -19,7 +19,8 @@ import tempfile
 import numpy as np
 
 from .paths import cache_dir
-from .tokenizer import TokenizerVocab
+from ..textload import read_cache
+from .tokenizer import TOKENIZER_BYTES, TokenizerVocab
 
 DEFAULT_SIZE = 1024
 MIN_SIZE = 257  # the 256 byte tokens and at least one merge
@@ -52,8 +53,9 @@ def train_bpe(text: str, size: int) -> TokenizerVocab:
     import tokenizers
     key = hashlib.sha256(text.encode("utf-8")).hexdigest()[:24]
     path = cache_dir() / "bpe" / f"{key}-{size}-tokenizers{tokenizers.__version__}.json"
-    if path.is_file():
-        return TokenizerVocab(path.read_text(encoding="utf-8"))
+    cached = read_cache(path, TokenizerVocab, "BPE tokenizer", TOKENIZER_BYTES)
+    if cached is not None:
+        return cached
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     tok = Tokenizer(models.BPE())
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)

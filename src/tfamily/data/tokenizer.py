@@ -3,12 +3,28 @@ library), so a model imported with ``tfamily convert`` encodes and decodes text 
 trained to. Serialised whole into the checkpoint's meta.json, like the other vocabularies."""
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 
 from .vocab import _check_range, _ids_to_numpy
+
+
+TOKENIZER_BYTES = 128 << 20  # the largest published tokenizer.json files are a few tens of MB
+
+
+def read_tokenizer(path: str | Path) -> TokenizerVocab:
+    """The vocabulary of the ``tokenizer.json`` at ``path``, read through the bounded loader; a
+    corrupt one is one line naming the file."""
+    from ..textload import load_json, read_text
+    text = read_text(path, TOKENIZER_BYTES)
+    load_json(text, str(path))  # the depth bound, before the tokenizers parser sees it
+    try:
+        return TokenizerVocab(text)
+    except ValueError as e:
+        raise ValueError(f"{path} is {e}") from e
 
 
 class TokenizerVocab:

@@ -16,6 +16,8 @@ from typing import Any
 import numpy as np
 import torch
 
+from ..numbers import cut
+
 __all__ = ["ByteVocab", "CharVocab", "vocab_from_json"]
 
 
@@ -73,7 +75,7 @@ class ByteVocab:
     @classmethod
     def from_json(cls, d: dict) -> "ByteVocab":
         if not isinstance(d, dict) or d.get("type") != "byte":
-            raise ValueError(f"not a byte vocabulary: {d!r}; expected {{'type': 'byte'}}")
+            raise ValueError(f"not a byte vocabulary: {cut(d)}; expected {{'type': 'byte'}}")
         return cls()
 
     def __eq__(self, other: object) -> bool:
@@ -160,7 +162,7 @@ class CharVocab:
     @classmethod
     def from_json(cls, d: dict) -> "CharVocab":
         if not isinstance(d, dict) or d.get("type") != "char" or not isinstance(d.get("chars"), str):
-            raise ValueError(f"not a char vocabulary: {d!r}; expected {{'type': 'char', 'chars': '...'}}")
+            raise ValueError(f"not a char vocabulary: {cut(d)}; expected {{'type': 'char', 'chars': '...'}}")
         return cls(d["chars"])
 
     def __eq__(self, other: object) -> bool:
@@ -183,6 +185,6 @@ def vocab_from_json(d: dict):
     from .tokenizer import TokenizerVocab  # a subword vocabulary (tfamily convert)
     kinds = {"byte": ByteVocab, "char": CharVocab, "tokenizer": TokenizerVocab}
     kind = d.get("type") if isinstance(d, dict) else None
-    if kind not in kinds:
-        raise ValueError(f"unknown vocabulary {d!r}; expected a dict with 'type' in {sorted(kinds)}")
+    if not isinstance(kind, str) or kind not in kinds:
+        raise ValueError(f"unknown vocabulary {cut(d)}; expected a dict with 'type' in {sorted(kinds)}")
     return kinds[kind].from_json(d)

@@ -44,7 +44,7 @@ def convert(src: str | Path, out: str | Path, *, dtype: str = "fp32", corpus: st
     """Write the checkpoint directory ``src`` as the run directory ``out``; returns the checkpoint."""
     import torch
 
-    from ..data.tokenizer import TokenizerVocab
+    from ..data.tokenizer import read_tokenizer
     from ..train import checkpoint
     from ..train.config import Config, DataConfig
     from ..train.rng import capture_rng
@@ -56,8 +56,11 @@ def convert(src: str | Path, out: str | Path, *, dtype: str = "fp32", corpus: st
     if out.exists() and any(out.iterdir()):
         raise FileExistsError(f"--out {out} exists and is not empty; pick a new directory or remove it")
     model, spec = from_pretrained(src, dtype=torch.bfloat16 if dtype == "bf16" else torch.float32)
+    if seq_len is not None and spec.position.name == "learned" and seq_len > spec.position.max_len:
+        raise ValueError(f"--seq-len {seq_len} is beyond {src / 'config.json'}'s learned position table of "
+                         f"{spec.position.max_len} rows; pass --seq-len {spec.position.max_len} or less")
     tok = src / "tokenizer.json"
-    vocab = TokenizerVocab(tok.read_text(encoding="utf-8")) if tok.is_file() else None
+    vocab = read_tokenizer(tok) if tok.is_file() else None
     if vocab is not None and vocab.size > spec.vocab_size:
         raise ValueError(f"{tok} has {vocab.size} tokens but config.json's vocab_size is {spec.vocab_size}; "
                          f"the tokenizer belongs to another model: copy the matching tokenizer.json")

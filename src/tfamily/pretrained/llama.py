@@ -14,6 +14,7 @@ from __future__ import annotations
 from torch import Tensor
 
 from ..spec import Spec
+from ..textload import number
 from .load import (Field, Link, PretrainedError, Weights, config_fields, field, give_links, merge, spec_fields,
                    take_links)
 
@@ -32,7 +33,9 @@ def _rope_base(config: dict) -> float:
     if kind != "default" or scaling not in (None, {}):
         raise PretrainedError(f"config.json field rope_parameters/rope_scaling={scaling or rope!r} has no tfamily "
                               f"mapping (only unscaled rotary); supported: rope_type 'default'")
-    return float(rope.get("rope_theta", config.get("rope_theta", 10000.0)))
+    inner = "rope_theta" in rope
+    return float(number(rope if inner else config, "rope_theta", "config.json" + (" rope_parameters" if inner else ""),
+                        10000.0, fix="set it to the rotary base, e.g. 10000.0"))
 
 
 FIELDS = (Field("vocab_size", "vocab_size", 32000), Field("hidden_size", "d_model", 4096),

@@ -7,7 +7,6 @@ loads. Every refusal is one line naming the field, file or weight and the fix.
 """
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -16,6 +15,9 @@ import torch
 from safetensors import SafetensorError
 from safetensors.torch import load_file
 from torch import Tensor, nn
+
+from ..numbers import cut
+from ..textload import expect, read_json, require
 
 _FIX_BIN = ("convert it once with transformers: AutoModel.from_pretrained(DIR).save_pretrained(DIR) "
             "writes model.safetensors")
@@ -33,12 +35,9 @@ def read_config(path: Path) -> dict:
         raise PretrainedError(f"{path} is not a Hugging Face checkpoint directory (no config.json); pass the "
                               f"directory save_pretrained wrote (config.json + model.safetensors)")
     try:
-        config = json.loads((path / "config.json").read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise PretrainedError(f"{path / 'config.json'} is not valid JSON ({e}); re-save the model") from e
-    if not isinstance(config, dict):
-        raise PretrainedError(f"{path / 'config.json'} is not a JSON object; re-save the model")
-    return config
+        return read_json(path / "config.json")
+    except ValueError as e:  # the loader's line names the file; the fix is the model's
+        raise PretrainedError(f"{e}; re-save the model") from e
 
 
 def read_tensors(path: Path) -> dict[str, Tensor]:
@@ -46,9 +45,10 @@ def read_tensors(path: Path) -> dict[str, Tensor]:
     index = path / "model.safetensors.index.json"
     if index.is_file():
         try:
-            files = sorted(set(json.loads(index.read_text(encoding="utf-8"))["weight_map"].values()))
-        except (json.JSONDecodeError, KeyError, TypeError, AttributeError) as e:
-            raise PretrainedError(f"{index} has no valid weight_map ({e}); re-save the model") from e
+            weight_map = require(read_json(index), "weight_map", dict, str(index))
+            files = sorted({expect(v, str, f"{index} weight_map entry {cut(k)}") for k, v in weight_map.items()})
+        except ValueError as e:
+            raise PretrainedError(f"{e}; re-save the model") from e
     elif (path / "model.safetensors").is_file():
         files = ["model.safetensors"]
     elif any(path.glob("pytorch_model*.bin")):
@@ -76,7 +76,7 @@ def field(config: dict, key: str, default: Any = None, *, choices: dict | None =
     if choices is None:
         return value
     if not isinstance(value, (str, int, float, bool, type(None))) or value not in choices:
-        raise PretrainedError(f"config.json field {key}={value!r} has no tfamily mapping; supported: "
+        raise PretrainedError(f"config.json field {key}={cut(value)} has no tfamily mapping; supported: "
                               f"{', '.join(map(repr, choices))}")
     return choices[value]
 

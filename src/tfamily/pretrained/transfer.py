@@ -40,11 +40,11 @@ class Source(NamedTuple):
 def _load(path: str) -> Source:
     p = Path(path)
     if (p / "config.json").is_file():  # a Hugging Face directory
-        from ..data.tokenizer import TokenizerVocab
+        from ..data.tokenizer import read_tokenizer
         from . import from_pretrained
         model, spec = from_pretrained(p)
         tok = p / "tokenizer.json"
-        vocab = TokenizerVocab(tok.read_text(encoding="utf-8")) if tok.is_file() else None
+        vocab = read_tokenizer(tok) if tok.is_file() else None
         return Source(model, spec, vocab, p)
     from ..train.sample import load_trained  # a tfamily run or checkpoint directory
     if not p.exists():

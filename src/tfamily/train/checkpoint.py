@@ -301,6 +301,13 @@ def read_meta(path: Path, verify: bool = True, require: tuple = ()) -> dict:
         raise CheckpointError(f"{path / META} has step {meta['step']!r}; the checkpoint is corrupt")
     _check_sections(path, meta, require)
     _check_files(path, meta.get("files"))
+    if verify and meta.get("vocab") is not None:  # a corrupt tokenizer skips the checkpoint like a corrupt file
+        from ..data import vocab_from_json
+        try:
+            vocab_from_json(meta["vocab"])
+        except (ValueError, TypeError, KeyError) as e:
+            raise CheckpointError(f"{path / META}: its vocabulary cannot be read ({str(e)[:160]}); the "
+                                  f"checkpoint is corrupt") from e
     for fname, info in meta["files"].items():
         f = path / fname
         if not f.is_file() or f.stat().st_size != info["bytes"]:
