@@ -17,8 +17,8 @@ from __future__ import annotations
 from torch import Tensor
 
 from ..spec import Spec
-from .load import (Field, Link, PretrainedError, Weights, config_fields, field, give_links, merge, spec_fields,
-                   take_links)
+from .load import (HEAD_CLASSES, Field, Link, PretrainedError, Weights, config_fields, field, give_links, merge,
+                   spec_fields, take_links)
 
 ACTIVATIONS = {"gelu": "gelu", "gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh", "relu": "relu"}
 # BERT's MLM head applies hidden_act as well; tfamily's head follows the feed-forward's GELU
@@ -96,16 +96,27 @@ def weights(config_: dict, spec_: Spec, w: Weights) -> dict[str, Tensor]:
     table = w.take(f"{e}position_embeddings.weight")[_offset(config_):]
     out = {"embed.weight": w.take(f"{e}word_embeddings.weight"), "position.table.weight": table + types[0],
            **_pair(w, f"{e}LayerNorm", "embed_norm"), **take_links(w, links(spec_))}
+    if not (w.has("lm_head.bias") or w.has("cls.predictions.bias")):
+        raise PretrainedError(f"model.safetensors holds no masked-LM head (no lm_head.* or cls.predictions.* "
+                              f"weights): it was saved from AutoModel, which drops the head; save the checkpoint "
+                              f"with {HEAD_CLASSES['encoder']}.from_pretrained(DIR).save_pretrained(DIR)")
     head, names = ("lm_head.", ("dense", "layer_norm")) if w.has("lm_head.bias") else (
         "cls.predictions.", ("transform.dense", "transform.LayerNorm"))
     out.update(_pair(w, f"{head}{names[0]}", "head.transform.0"))
     out.update(_pair(w, f"{head}{names[1]}", "head.transform.2"))
     out["head.bias"] = w.take(f"{head}bias")
-    for tied in (f"{head}decoder.weight", f"{head}decoder.bias"):
-        if w.has(tied):  # the decoder is the word embedding, its bias the head's: tied, stored twice at most
-            t = w.take(tied)
-            if tied.endswith("weight") and not spec_.tie_embeddings:
-                out["head.out.proj.weight"] = t
+    decoder = f"{head}decoder."
+    if spec_.tie_embeddings:  # the decoder is the word table and its bias the head's: stored twice at most
+        for name in (f"{decoder}weight", f"{decoder}bias"):
+            if w.has(name):
+                w.take(name)
+        return out
+    out["head.out.proj.weight"] = w.take(f"{decoder}weight")
+    # Untied, transformers 5 keeps decoder.bias a parameter of its own and the head's forward reads
+    # only the decoder, so decoder.bias is the bias in use (``bias`` is then unread). Files that
+    # transformers 4 wrote hold one bias only (it tied the two whatever the config said): ``bias``.
+    if w.has(f"{decoder}bias"):
+        out["head.bias"] = w.take(f"{decoder}bias")
     return out
 
 
@@ -120,6 +131,6 @@ def hf_weights(spec_: Spec, state: dict[str, Tensor]) -> dict[str, Tensor]:
     for hf, ours in (("transform.dense", "head.transform.0"), ("transform.LayerNorm", "head.transform.2")):
         out[f"{p}{hf}.weight"], out[f"{p}{hf}.bias"] = state[f"{ours}.weight"], state[f"{ours}.bias"]
     out[f"{p}bias"] = state["head.bias"]
-    if not spec_.tie_embeddings:
-        out[f"{p}decoder.weight"] = state["head.out.proj.weight"]
+    if not spec_.tie_embeddings:  # both biases written: transformers 5 reads the decoder's, 4 the head's
+        out[f"{p}decoder.weight"], out[f"{p}decoder.bias"] = state["head.out.proj.weight"], state["head.bias"]
     return out

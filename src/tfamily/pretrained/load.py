@@ -19,8 +19,17 @@ from torch import Tensor, nn
 from ..numbers import cut
 from ..textload import expect, read_json, require
 
-_FIX_BIN = ("convert it once with transformers: AutoModel.from_pretrained(DIR).save_pretrained(DIR) "
-            "writes model.safetensors")
+# The transformers class that keeps each model kind's head: AutoModel would save the trunk alone,
+# which tfamily then refuses for the missing head.
+HEAD_CLASSES = {"decoder": "AutoModelForCausalLM", "encoder": "AutoModelForMaskedLM",
+                "encoder_decoder": "AutoModelForSeq2SeqLM"}
+
+
+def _fix_bin(model: str | None) -> str:
+    """How to turn a pickled checkpoint of tfamily model kind ``model`` into safetensors."""
+    cls = HEAD_CLASSES.get(model or "", "AutoModelForCausalLM (or ForMaskedLM, ForSeq2SeqLM: the one with the head)")
+    return (f"convert it once with transformers: {cls}.from_pretrained(DIR).save_pretrained(DIR) writes "
+            f"model.safetensors")
 
 
 class PretrainedError(ValueError):
@@ -40,8 +49,9 @@ def read_config(path: Path) -> dict:
         raise PretrainedError(f"{e}; re-save the model") from e
 
 
-def read_tensors(path: Path) -> dict[str, Tensor]:
-    """Every tensor of the directory's ``model.safetensors`` or its shards (the index file's)."""
+def read_tensors(path: Path, model: str | None = None) -> dict[str, Tensor]:
+    """Every tensor of the directory's ``model.safetensors`` or its shards (the index file's);
+    ``model``: the tfamily model kind the config maps to, for the advice on a pickled checkpoint."""
     index = path / "model.safetensors.index.json"
     if index.is_file():
         try:
@@ -52,7 +62,8 @@ def read_tensors(path: Path) -> dict[str, Tensor]:
     elif (path / "model.safetensors").is_file():
         files = ["model.safetensors"]
     elif any(path.glob("pytorch_model*.bin")):
-        raise PretrainedError(f"{path} holds pytorch_model.bin, a pickle, which tfamily never loads; {_FIX_BIN}")
+        raise PretrainedError(f"{path} holds pytorch_model.bin, a pickle, which tfamily never loads; "
+                              f"{_fix_bin(model)}")
     else:
         raise PretrainedError(f"{path} has config.json but no model.safetensors; copy the weights file beside "
                               f"it (save_pretrained writes both)")
@@ -91,13 +102,19 @@ def refuse_set(config: dict, key: str, allowed: Iterable = (None,), why: str = "
 
 class Weights:
     """The checkpoint's tensors by name, with the model prefixes stripped; ``take`` hands each out
-    once, so names no mapping took are found at the end (``left``)."""
+    once, so names no mapping took are found at the end (``left``). ``dtype``: the model's; a
+    float tensor stored narrower is widened to it first, so what a family computes from the
+    tensors (a folded table) is computed in the model's precision, not the file's (fp32 folded
+    then cast to fp64 would stay 1e-8 off the peer's fp64 sum)."""
 
-    def __init__(self, tensors: dict[str, Tensor], prefixes: tuple[str, ...] = (), ignore: tuple[str, ...] = ()):
+    def __init__(self, tensors: dict[str, Tensor], prefixes: tuple[str, ...] = (), ignore: tuple[str, ...] = (),
+                 dtype: torch.dtype | None = None):
         self.tensors: dict[str, Tensor] = {}
         for name, t in tensors.items():
             short = next((name[len(p):] for p in prefixes if name.startswith(p)), name)
             if not any(part in short for part in ignore):
+                if dtype is not None and t.is_floating_point():
+                    t = t.to(torch.promote_types(t.dtype, dtype))  # a bf16 model's fold stays in fp32
                 self.tensors[short] = t
 
     def has(self, name: str) -> bool:

@@ -123,7 +123,8 @@ def weights(config: dict, spec_: Spec, w: Weights) -> dict[str, Tensor]:
         if not spec_.tie_embeddings:
             out["head.proj.weight"] = head
     if spec_.logit_scale:
-        out["head.logit_scale"] = torch.tensor(spec_.d_model ** -0.5)
+        # Built in fp64 (Python's float), so any model dtype gets d^-0.5 rounded once, as the peer's does.
+        out["head.logit_scale"] = torch.tensor(spec_.d_model ** -0.5, dtype=torch.float64)
     return out
 
 
