@@ -87,7 +87,7 @@ def test_evaluating_along_the_way_never_changes_what_the_run_trains(tmp_path, ca
 
 def test_a_short_timed_run_draws_a_curve_and_keeps_to_its_budget(tmp_path, capsys):
     out = tmp_path / "run"
-    assert main(["train", *LM, "train.log_every=5", "--time", "3s", "--out", str(out)]) == 0
+    assert main(["train", *LM, "train.log_every=5", "train.max_steps=null", "--time", "3s", "--out", str(out)]) == 0
     capsys.readouterr()
     r = json.loads((out / "result.json").read_text())
     assert r["stopped"] == "time_budget" and CURVE_POINTS - 5 <= len(r["curve"]) <= CURVE_POINTS + 1
@@ -103,7 +103,8 @@ def test_a_short_timed_run_draws_a_curve_and_keeps_to_its_budget(tmp_path, capsy
 @pytest.mark.slow
 def test_a_minute_run_overshoots_its_budget_by_at_most_5_percent(tmp_path, capsys):
     out = tmp_path / "run"
-    assert main(["train", *LM, "train.eval_tokens=100000", "--time", "60s", "--out", str(out)]) == 0
+    assert main(["train", *LM, "train.eval_tokens=100000", "train.max_steps=null", "--time", "60s",
+                 "--out", str(out)]) == 0
     capsys.readouterr()
     r = json.loads((out / "result.json").read_text())
     assert CURVE_POINTS - 3 <= len(r["curve"]) <= CURVE_POINTS + 1
