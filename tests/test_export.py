@@ -1,17 +1,26 @@
 """`tfamily export`: each format's artifact, loaded by its own runtime (torch.export.load,
 torch.jit.load, onnxruntime), gives the eager model's logits on fresh random tokens at other
 batch sizes and lengths than it was traced on; refusals and bad arguments are one line with
-nothing written. Every member in every format is the slow test at the end."""
+nothing written. An export never destroys data: an existing --out only with --force, never inside a
+run's checkpoints, a full disk refused before writing, a failed writer's files removed. Every
+member in every format is the slow test at the end."""
 from __future__ import annotations
 
+import errno
 import importlib.util
 import os
+import re
+import shlex
+import shutil
+from pathlib import Path
 
 import pytest
 import torch
+from safetensors import SafetensorError
 
 import tfamily
 from tfamily import cli, members
+from tfamily import export as export_module
 from tfamily.export import FORMATS, export, input_names, load, refusal
 from tfamily.train.sample import load_trained
 
@@ -101,6 +110,80 @@ def test_bad_arguments_are_one_line_and_write_nothing(run_dir, tmp_path, capsys)
     assert "does not exist; create it" in _error(capsys, ["export", str(run_dir), "--format", "pt2",
                                                            "--out", str(tmp_path / "afile" / "m.pt2")])
     assert (sorted(os.listdir(tmp_path)), sorted(os.listdir(run_dir))) == before
+
+
+def _files(d: Path) -> list[str]:
+    """Everything under ``d``, hidden files and directories too."""
+    return sorted(str(p.relative_to(d)) for p in d.rglob("*"))
+
+
+def test_an_existing_out_is_replaced_only_with_force(run_dir, tmp_path, capsys):
+    out = tmp_path / "m.pt"
+    out.write_text("keep me")
+    err = _error(capsys, ["export", str(run_dir), "--format", "torchscript", "--out", str(out)])
+    assert f"--out {out} exists; pass --force to replace it" in err
+    assert out.read_text() == "keep me"
+    assert cli.main(["export", str(run_dir), "--format", "torchscript", "--out", str(out), "--force"]) == 0
+    torch.jit.load(str(out))
+    hf = tmp_path / "hf"
+    (hf / "keep").mkdir(parents=True)  # --force replaces a directory of files, never one holding directories
+    assert "not an empty directory" in _error(capsys, ["export", str(run_dir), "--format", "hf", "--out", str(hf)])
+    assert "holding keep/" in _error(capsys, ["export", str(run_dir), "--format", "hf", "--out", str(hf), "--force"])
+    (hf / "keep").rmdir()
+    (hf / "old.json").write_text("{}")
+    assert cli.main(["export", str(run_dir), "--format", "hf", "--out", str(hf), "--force"]) == 0
+    assert _files(tmp_path) == ["hf", "hf/config.json", "hf/model.safetensors", "m.pt"]
+
+
+@pytest.mark.parametrize("fmt, name", [("torchscript", "m.pt"), ("hf", "hf")])
+def test_out_inside_a_runs_checkpoints_is_refused_even_with_force(run_dir, capsys, fmt, name):
+    before, ckpt = _files(run_dir), sorted((run_dir / "checkpoints").glob("step-*"))[-1]
+    for out in (run_dir / "checkpoints" / name, ckpt / name, ckpt / "sub" / name):
+        err = _error(capsys, ["export", str(run_dir), "--format", fmt, "--out", str(out), "--force"])
+        real = run_dir.resolve()
+        assert f"inside the checkpoints of run {real}" in err and f"e.g. {real / 'export'}" in err, err
+    assert _files(run_dir) == before
+
+
+@pytest.mark.parametrize("fmt", ["torchscript", "pt2", "hf"])
+def test_a_full_disk_is_refused_before_writing_in_one_line(run_dir, tmp_path, capsys, monkeypatch, fmt):
+    monkeypatch.setattr(export_module, "free_bytes", lambda where: 5 << 20)
+    out = tmp_path / "hf" / "mine" if fmt == "hf" else tmp_path / "m"
+    err = _error(capsys, ["export", str(run_dir), "--format", fmt, "--out", str(out)])
+    # The weights are 0.06 MiB: 16 MiB of margin.
+    assert re.search(rf"No space left on device in {re.escape(str(out.parent))} for the {fmt} export "
+                     rf"{out.name}: it needs about 16\.\d MiB \(5\.0 MiB free\)", err), err
+    assert _files(tmp_path) == []  # hf's parents it created are gone too
+
+
+def test_a_writer_failing_midway_leaves_nothing_behind(run_dir, tmp_path, capsys, monkeypatch):
+    def half(model, args, path):
+        path.write_bytes(b"x" * 1000)
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setitem(export_module.WRITERS, "pt2", half)
+    err = _error(capsys, ["export", str(run_dir), "--format", "pt2", "--out", str(tmp_path / "m.pt2")])
+    assert f"No space left on device in {tmp_path} for the pt2 export m.pt2: it needs about" in err
+    assert _files(tmp_path) == []
+
+    def full(tensors, filename, metadata=None):  # safetensors' own error type on a full disk, not OSError
+        Path(filename).write_bytes(b"x" * 1000)
+        raise SafetensorError("Error while serializing: I/O error: No space left on device (os error 28)")
+
+    monkeypatch.setattr("safetensors.torch.save_file", full)
+    err = _error(capsys, ["export", str(run_dir), "--format", "hf", "--out", str(tmp_path / "hf" / "mine")])
+    assert f"No space left on device in {tmp_path / 'hf'} for the hf export mine" in err
+    assert _files(tmp_path) == []
+
+
+def test_the_readmes_hf_export_command_works_as_printed(run_dir, tmp_path, monkeypatch, capsys):
+    readme = (Path(__file__).parents[1] / "README.md").read_text(encoding="utf-8")
+    command = re.search(r"`(tfamily export runs/mine --format hf --out hf/mine)`", readme).group(1)
+    shutil.copytree(run_dir, tmp_path / "runs" / "mine")
+    monkeypatch.chdir(tmp_path)
+    assert cli.main(shlex.split(command)[1:]) == 0
+    mode = {f.name: f.stat().st_mode & 0o777 for f in (tmp_path / "hf" / "mine").iterdir()}
+    assert set(mode) == {"config.json", "model.safetensors"} and mode["model.safetensors"] == mode["config.json"]
 
 
 # -- every member, every format ------------------------------------------------------------------

@@ -19,13 +19,15 @@ leaves out of the eager model (XL memory, the sparse kernels' speed) is ``notes`
 from __future__ import annotations
 
 import contextlib
+import errno
 import importlib.util
 import io
 import os
 import shutil
 import tempfile
+import uuid
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
 import torch
@@ -34,6 +36,8 @@ from torch import Tensor, nn
 from .numbers import check_int
 from .registry import DEPTHS, STATES
 from .spec import Spec
+from .train.checkpoint import META, disk_full, step_dirs
+from .train.rundir import LOCK
 
 FORMATS = ("onnx", "torchscript", "pt2")
 SUFFIX = {"onnx": ".onnx", "torchscript": ".pt", "pt2": ".pt2"}
@@ -53,15 +57,19 @@ def check_format(fmt: str) -> str:
     return fmt
 
 
-def check_out(out: str | Path, fmt: str) -> Path:
-    """``out`` as a path that can be written, before anything is loaded or exported."""
+def check_out(out: str | Path, fmt: str, force: bool = False) -> Path:
+    """``out`` as a path that can be written, before anything is loaded or exported: an existing
+    file only with ``force``, never inside a run's checkpoints."""
     path = Path(out).expanduser()
+    refuse_checkpoints(path)
     if path.is_dir():
         raise IsADirectoryError(f"--out {path} is a directory; name the file to write, e.g. "
                                 f"{path / ('model' + SUFFIX[fmt])}")
     if not path.parent.is_dir():
         raise FileNotFoundError(f"--out {path}: its directory {path.parent} does not exist; create it or pick "
                                 f"another path")
+    if path.exists() and not force:
+        raise FileExistsError(f"--out {path} exists; pass --force to replace it, or pick another path")
     try:
         with tempfile.TemporaryFile(dir=path.parent):
             pass
@@ -69,6 +77,67 @@ def check_out(out: str | Path, fmt: str) -> Path:
         raise PermissionError(f"--out {path} cannot be written ({e.strerror or e}); pick a writable "
                               f"directory") from e
     return path
+
+
+# -- where an export may write, and whether it fits -------------------------------------------------------
+
+def refuse_checkpoints(path: Path) -> None:
+    """Refuse ``path`` inside a run's ``checkpoints/`` (or a checkpoint directory): training deletes
+    old steps and every ``.tmp-*`` there (train/checkpoint.py), and loaders take its newest entry."""
+    real = Path(os.path.abspath(path)).resolve()
+    for d in (real, *real.parents):
+        run_ckpts = d.name == "checkpoints" and ((d.parent / LOCK).is_file() or bool(step_dirs(d)))
+        one_ckpt = (d / META).is_file() and any(p == d for _, p in step_dirs(d.parent))
+        if run_ckpts or one_ckpt:
+            run = d.parent if run_ckpts else d.parent.parent
+            raise ValueError(f"--out {path} is inside the checkpoints of run {run} ({d}), where training "
+                             f"deletes what it did not write; pick a path outside it, e.g. {run / 'export'}")
+
+
+def tensor_bytes(tensors: Iterable) -> int:
+    return sum(t.numel() * t.element_size() for t in tensors)
+
+
+def bytes_needed(tensors: int) -> int:
+    """What an export of ``tensors`` bytes of weights takes on disk, with room to spare. Every format
+    stores each weight once, in full, plus its framing: zip headers and the graph's code (pt2,
+    torchscript), the ONNX protobuf, the safetensors header, config.json and tokenizer.json. Measured
+    on a 4-layer GPT (d 256, 17.0 MiB of weights): torchscript adds 108 KiB, pt2 223 KiB, hf 5 KiB;
+    the graph's share grows with depth, so 10% plus 16 MiB."""
+    return int(tensors * 1.1) + (16 << 20)
+
+
+def free_bytes(where: Path) -> int:
+    return shutil.disk_usage(where).free
+
+
+def no_room(where: Path, need: int, what: str) -> OSError:
+    try:
+        free = f"{free_bytes(where) / 2**20:.1f} MiB free"
+    except OSError:
+        free = "free space unknown"
+    return OSError(errno.ENOSPC, f"No space left on device in {where} for {what}: it needs about "
+                                 f"{need / 2**20:.1f} MiB ({free}); nothing was written")
+
+
+@contextlib.contextmanager
+def staging(path: Path, need: int, what: str) -> Iterator[Path]:
+    """A new directory beside ``path`` (the same file system, so a rename moves it into place) for
+    ``what`` of ``need`` bytes, removed on leaving whatever happened; an export moves what it keeps
+    out of it first. The space is checked before anything is written; a disk that fills up meanwhile
+    gives the same one-line error."""
+    if free_bytes(path.parent) < need:
+        raise no_room(path.parent, need, what)
+    tmp = path.parent / f".tmp-{path.name}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+    tmp.mkdir()  # the default mode, not mkdtemp's 0700: hf renames this directory into place
+    try:
+        yield tmp
+    except Exception as e:
+        if disk_full(e):
+            raise no_room(path.parent, need, what) from e
+        raise
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def refusal(spec: Spec, fmt: str) -> str | None:
@@ -128,14 +197,25 @@ def _dynamic(model: nn.Module) -> tuple[dict, ...]:
 
 
 def _pt2(model: nn.Module, args: tuple, path: Path) -> None:
-    torch.export.save(torch.export.export(model, args, dynamic_shapes=_dynamic(model)), path)
+    program = torch.export.export(model, args, dynamic_shapes=_dynamic(model))
+    _through_memory(lambda f: torch.export.save(program, f), path)
 
 
 def _torchscript(model: nn.Module, args: tuple, path: Path) -> None:
     with warnings.catch_warnings():  # shape-derived Python values; the trace is checked at other shapes
         warnings.simplefilter("ignore", torch.jit.TracerWarning)
         traced = torch.jit.trace(model, args, check_trace=False)
-    torch.jit.save(traced, str(path))
+    _through_memory(lambda f: torch.jit.save(traced, f), path)
+
+
+def _through_memory(save: Callable[[io.BytesIO], None], path: Path) -> None:
+    """Serialise into memory, then write the file from Python. torch's zip writer aborts the whole
+    process (C++ terminate, exit status 134) when the disk fills under it, before any clean-up can
+    run; Python's write raises an OSError instead. Costs one copy of the weights in memory."""
+    buf = io.BytesIO()
+    save(buf)
+    with open(path, "wb") as f:
+        f.write(buf.getbuffer())
 
 
 def _onnx(model: nn.Module, args: tuple, path: Path) -> None:
@@ -178,10 +258,11 @@ def compare(model: nn.Module, run: Callable[..., Tensor], shapes: list[tuple[int
     return worst
 
 
-def export(model: nn.Module, fmt: str, out: str | Path, seq_len: int) -> dict:
+def export(model: nn.Module, fmt: str, out: str | Path, seq_len: int, force: bool = False) -> dict:
     """Export ``model`` (built by ``tfamily.build``, so it carries ``model.spec``) as ``fmt`` to
-    ``out``, traced on (2, seq_len) tokens and checked at two shapes; returns a summary. The
-    file appears only once it has passed the check."""
+    ``out`` (an existing file only with ``force``), traced on (2, seq_len) tokens and checked at two
+    shapes; returns a summary. The file appears only once it has passed the check; a failure,
+    a full disk included, leaves nothing behind."""
     check_format(fmt)
     spec: Spec = model.spec
     reason = refusal(spec, fmt)
@@ -193,19 +274,21 @@ def export(model: nn.Module, fmt: str, out: str | Path, seq_len: int) -> dict:
         raise ValueError(f"export a model on the CPU (it is on {device}); call model.cpu() first")
     top = max_len(model)
     n = min(seq_len, top) if top else seq_len
-    path = check_out(out, fmt)
+    path = check_out(out, fmt, force)
     model = model.eval()
-    # Writing beside the target, then renaming, leaves nothing behind on a failure.
-    tmp = Path(tempfile.mkdtemp(prefix=f".tmp-{path.name}-", dir=path.parent))
-    try:
+    need = bytes_needed(tensor_bytes([*model.parameters(), *model.buffers()]))  # each once, tied ones too
+    with staging(path, need, f"the {fmt} export {path.name}") as tmp:
         with torch.no_grad():
             WRITERS[fmt](model, example(model, 2, n), tmp / path.name)
         shapes = [(2, n), (3, max(1, n // 2 + 1)), (1, 1)]
         diff = compare(model, load(tmp / path.name, fmt), shapes)
-        for f in tmp.iterdir():  # the model, and its weights file for an ONNX model past 1 GB
+        kept = sorted(tmp.iterdir())  # the model, and its weights file for an ONNX model past 1 GB
+        taken = [f.name for f in kept if f.name != path.name and (path.parent / f.name).exists() and not force]
+        if taken:
+            raise FileExistsError(f"--out {path}: {path.parent / taken[0]}, the model's weights file, exists; "
+                                  f"pass --force to replace it, or pick another path")
+        for f in kept:
             os.replace(f, path.parent / f.name)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
     dynamic = f"batch and sequence length dynamic (1..{top or 'any'})"
     return {"member": spec.member, "format": fmt, "path": str(path), "bytes": path.stat().st_size,
             "inputs": list(input_names(model)), "dynamic": dynamic, "max_abs_diff": diff, "notes": notes(spec)}

@@ -13,7 +13,9 @@ def add_parser(sub) -> None:
     p.add_argument("run", metavar="RUN", help="a run directory (or one checkpoint directory) of tfamily train")
     p.add_argument("--format", required=True, metavar="FORMAT", help=f"one of {', '.join(FORMAT_NAMES)}, hf")
     p.add_argument("--out", required=True, metavar="PATH", help="the file to write (its directory must exist); "
-                                                                "for hf, a new directory")
+                                                                "for hf, a new directory (parents created); "
+                                                                "never inside a run's checkpoints/")
+    p.add_argument("--force", action="store_true", help="replace an existing --out (for hf, a directory of files)")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
     p.set_defaults(func=_export)
 
@@ -24,12 +26,12 @@ def _export(args) -> int:
     if args.format == "hf":
         return _export_hf(args)
     fmt = check_format(args.format)
-    check_out(args.out, fmt)  # before the checkpoint is read: a bad path fails fast
+    check_out(args.out, fmt, args.force)  # before the checkpoint is read: a bad path fails fast
     tr = load_trained(args.run, "cpu")
     reason = refusal(tr.spec, fmt)
     if reason:
         raise ValueError(reason)
-    result = export(tr.model, fmt, args.out, tr.seq_len)
+    result = export(tr.model, fmt, args.out, tr.seq_len, args.force)
     result["checkpoint"] = str(tr.path)
     if args.json:
         print(json.dumps(result, indent=2))
@@ -45,10 +47,11 @@ def _export(args) -> int:
 def _export_hf(args) -> int:
     from .pretrained.hf import check_out, export_hf, hf_config
     from .train.sample import load_trained
-    check_out(args.out)  # before the checkpoint is read: a bad path fails fast
+    check_out(args.out, args.force)  # before the checkpoint is read: a bad path fails fast
     tr = load_trained(args.run, "cpu")
-    hf_config(tr.spec)
-    result = export_hf(tr.model, args.out, tr.vocab)
+    source = tr.path / "meta.json"  # where the spec was read: a refusal names it
+    hf_config(tr.spec, source)
+    result = export_hf(tr.model, args.out, tr.vocab, args.force, source)
     result["checkpoint"] = str(tr.path)
     if args.json:
         print(json.dumps(result, indent=2))

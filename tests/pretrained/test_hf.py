@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import json
 import os
+import re
 
 import pytest
 import torch
+import yaml
 
 from tfamily import build, cli, members
 from tfamily.pretrained.hf import export_hf
@@ -65,7 +67,7 @@ def test_transformers_loads_the_export_with_equal_logits(tmp_path, kind):
 ])
 def test_a_field_without_a_mapping_is_refused_by_name(tmp_path, over, field):
     model = build(SPECS["gpt2"].override(over))
-    with pytest.raises(ValueError, match="has no mapping") as e:
+    with pytest.raises(ValueError, match="no mapping") as e:
         export_hf(model, tmp_path / "hf")
     assert field in str(e.value) and "\n" not in str(e.value)
     assert os.listdir(tmp_path) == []
@@ -93,3 +95,22 @@ def test_hf_convert_export_hf_keeps_every_tensor(tmp_path, capsys):
     assert cli.main(["export", str(tmp_path / "run"), "--format", "hf", "--out", str(tmp_path / "back")]) == 2
     err = capsys.readouterr().err
     assert "exists and is not an empty directory" in err and err.count("\n") == 1
+
+
+@pytest.mark.parametrize("name", ["transformer_xl", "lstm_lm"])
+def test_a_member_far_from_its_peer_is_refused_with_every_field_the_file_and_a_fix_that_works(name):
+    from tfamily.pretrained.hf import hf_config
+    spec = members.get(name)(d_model=32, vocab_size=11, heads__n_heads=2) if name == "transformer_xl" else \
+        members.get(name)(d_model=32, vocab_size=11)
+    with pytest.raises(ValueError) as e:
+        hf_config(spec, "runs/x/checkpoints/step-00000002/meta.json")
+    msg = str(e.value)
+    assert "\n" not in msg and msg.startswith(f"{name} (its spec in runs/x/checkpoints/step-00000002/meta.json)")
+    shape = "position.name='relative'" if name == "transformer_xl" else "depth.name='lstm' (gpt2 fixes 'stack')"
+    assert shape in msg and ("scale_embeddings=True (gpt2 fixes False)" in msg) == spec.scale_embeddings
+    assert f"--format {'onnx or torchscript or pt2' if name == 'transformer_xl' else 'torchscript'}" in msg
+    # The training overrides the message gives are all the model needs to export as gpt2.
+    fix = re.search(r"train a model with (.*) to export it as gpt2$", msg).group(1).split()
+    assert len(fix) >= 3 and all(f.startswith("model.") for f in fix)
+    overrides = {k.removeprefix("model."): yaml.safe_load(v) for k, v in (f.split("=", 1) for f in fix)}
+    assert hf_config(spec.override(overrides))[0]["model_type"] == "gpt2"

@@ -54,5 +54,5 @@ def test_an_untied_t5_head_is_refused_by_name(tmp_path):
     untied = tfamily.build(spec.override({"tie_embeddings": False}))
     with pytest.raises(ValueError, match="tie_embeddings=False has no mapping") as e:
         export_hf(untied, tmp_path / "back")
-    assert "\n" not in str(e.value) and "export a model with tie_embeddings=True" in str(e.value), e.value
+    assert "\n" not in str(e.value) and "train a model with model.tie_embeddings=true" in str(e.value), e.value
     assert not (tmp_path / "back").exists()

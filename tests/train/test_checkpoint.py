@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import os
 import random
 
 import numpy as np
@@ -160,3 +161,13 @@ def test_loading_never_unpickles(tmp_path, monkeypatch):
     loaded = checkpoint.load(tmp_path, require=())
     loaded.load_weights(_model())
     loaded.group("extra")
+
+
+def test_safetensors_files_get_the_mode_of_the_json_beside_them(tmp_path):
+    old = os.umask(0o022)  # safetensors alone writes 0600 whatever the umask
+    try:
+        path = _write(tmp_path, 1, _model())
+    finally:
+        os.umask(old)
+    modes = {p.name: p.stat().st_mode & 0o777 for p in path.iterdir()}
+    assert modes == dict.fromkeys(["extra.safetensors", "meta.json", "model.safetensors"], 0o644), modes

@@ -152,14 +152,22 @@ def write(root: Path, step: int, model: nn.Module | dict[str, Tensor], groups: d
             return path
         except (OSError, SafetensorError) as e:
             shutil.rmtree(root / f".tmp-step-{step:08d}-{os.getpid()}", ignore_errors=True)
-            if _disk_full(e):
+            if disk_full(e):
                 raise _no_room(root, step, weights, groups) from e
             raise
 
 
-def _disk_full(e: BaseException) -> bool:
+def disk_full(e: BaseException) -> bool:
     return (isinstance(e, OSError) and e.errno in (errno.ENOSPC, errno.EDQUOT)
             or "No space left on device" in str(e) or "Disk quota exceeded" in str(e))
+
+
+def same_mode(like: Path, files: list[Path]) -> None:
+    """Give ``files`` the mode of ``like``: safetensors creates its files 0600 whatever the umask,
+    while Python's open() gives the JSON beside them 0666 less the umask."""
+    mode = like.stat().st_mode & 0o777
+    for f in files:
+        os.chmod(f, mode)
 
 
 def _no_room(root: Path, step: int, weights: dict, groups: dict) -> OSError:
@@ -200,6 +208,7 @@ def _write(root: Path, step: int, weights: dict, groups: dict, meta: dict, keep:
         json.dump(full, f, indent=1)
         f.flush()
         os.fsync(f.fileno())
+    same_mode(tmp / META, [tmp / fname for fname in files])
     _fsync_path(tmp)
     if final.exists():  # the same step saved again (e.g. a resumed run's last step)
         old = root / f".del-{final.name}-{os.getpid()}"
