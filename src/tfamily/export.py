@@ -83,15 +83,16 @@ def check_out(out: str | Path, fmt: str, force: bool = False) -> Path:
 
 def refuse_checkpoints(path: Path) -> None:
     """Refuse ``path`` inside a run's ``checkpoints/`` (or a checkpoint directory): training deletes
-    old steps and every ``.tmp-*`` there (train/checkpoint.py), and loaders take its newest entry."""
+    old steps with whatever they hold and any ``.tmp-*`` there, an export's staging directory too
+    (train/checkpoint.py)."""
     real = Path(os.path.abspath(path)).resolve()
     for d in (real, *real.parents):
         run_ckpts = d.name == "checkpoints" and ((d.parent / LOCK).is_file() or bool(step_dirs(d)))
         one_ckpt = (d / META).is_file() and any(p == d for _, p in step_dirs(d.parent))
         if run_ckpts or one_ckpt:
             run = d.parent if run_ckpts else d.parent.parent
-            raise ValueError(f"--out {path} is inside the checkpoints of run {run} ({d}), where training "
-                             f"deletes what it did not write; pick a path outside it, e.g. {run / 'export'}")
+            raise ValueError(f"--out {path} is inside the checkpoints of run {run} ({d}), which training "
+                             f"rotates and cleans; pick a path outside it, e.g. {run / 'export'}")
 
 
 def tensor_bytes(tensors: Iterable) -> int:
