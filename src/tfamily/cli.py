@@ -273,6 +273,8 @@ def add_parser(sub) -> None:
                    help="tour these members: per axis, the class implementing the choice and the paper's "
                         "equation or section (default: list all members)")
     p.add_argument("--json", action="store_true", help="print a JSON list (with NAME: each row has its tour)")
+    p.add_argument("--diff", metavar="OTHER", default=None,
+                   help="with one NAME: the spec fields in which NAME and OTHER differ, and the paper behind each")
     p.set_defaults(func=_members)
 
 
@@ -280,6 +282,8 @@ def _members(args) -> int:
     from . import members, tour
     for name in args.names:
         members.get(name)  # an unknown name raises, listing the valid ones
+    if args.diff is not None:
+        return _members_diff(args)
     rows = [r for r in members.describe() if not args.names or r["name"] in args.names]
     if args.json:
         for r in rows if args.names else []:
@@ -294,6 +298,33 @@ def _members(args) -> int:
         print(f"{r['name']:<20} {r['model']:<16} {r['paper']}")
         print("    " + ", ".join(f"{k}={v}" for k, v in r["choices"].items()))
     return 0
+
+
+def _members_diff(args) -> int:
+    from . import members
+    if len(args.names) != 1:
+        raise ValueError(f"--diff {args.diff} compares one member with another; give one NAME, got "
+                         f"{len(args.names)} (e.g. tfamily members gpt --diff longformer)")
+    a, b = args.names[0], args.diff
+    members.get(b)
+    rows = members.diff(a, b)
+    if args.json:
+        print(json.dumps([{"key": k, a: va, b: vb, "source": src} for k, va, vb, src in rows], indent=2))
+        return 0
+    print(f"{a} and {b} differ in {len(rows)} spec fields" + (":" if rows else ""))
+    width = max((len(k) for k, *_ in rows), default=0)
+    last = None
+    for key, va, vb, src in rows:
+        print(f"  {key:<{width}}  {_cut(va)} | {_cut(vb)}")
+        if src and src != last:  # one change often sets several fields
+            print(f"  {'':<{width}}    {src}")
+        last = src
+    return 0
+
+
+def _cut(v, n: int = 60) -> str:
+    text = json.dumps(v) if not isinstance(v, str) else v
+    return text if len(text) <= n else text[: n - 3] + "..."
 
 
 def make_parser(commands=None) -> argparse.ArgumentParser:

@@ -9,6 +9,7 @@ registered by ``tfamily/checks.py``, next to build, and run through ``registry.C
 """
 from __future__ import annotations
 
+import copy
 import dataclasses
 import json
 from dataclasses import dataclass, field, fields
@@ -205,6 +206,9 @@ class Spec:
     scale_embeddings: bool = True
     logit_scale: bool = True
     bias: bool = True                   # biases in the attention and feed-forward linears and the norms
+    # Learned token-type (segment) rows added to the input, BERT's sentence A / B (nn/embedding/token_type.py);
+    # 0: none. A model with them takes ``token_types=`` beside its tokens.
+    token_types: int = 0
     pattern: PatternSpec = field(default_factory=PatternSpec)
     kernel: KernelSpec = field(default_factory=KernelSpec)
     position: PositionSpec = field(default_factory=PositionSpec)
@@ -226,6 +230,7 @@ class Spec:
             numbers.check_prob(site, getattr(self, site), none=True, hint="null follows dropout")
         for flag in ("tie_embeddings", "scale_embeddings", "logit_scale", "bias"):
             numbers.check_flag(flag, getattr(self, flag))
+        numbers.check_int("token_types", self.token_types, lo=0)
         for axis, cls in AXES.items():
             value = getattr(self, axis)
             if isinstance(value, dict):
@@ -263,19 +268,22 @@ class Spec:
         return self.override({k.replace("__", "."): v for k, v in overrides.items()})
 
     def override(self, overrides: dict[str, Any]) -> Spec:
+        """Dotted keys (``heads.n_kv_heads``) or top-level ones (an axis given as a dict updates
+        that axis). A new ``name`` on an axis drops the old choice's ``params`` and ``per_layer``
+        (``renamed``) unless the same overrides give them."""
         d = self.to_dict()
         for key, value in overrides.items():
             head, _, rest = key.partition(".")
             if head not in d:
                 raise ValueError(f"unknown spec key {key!r}; valid keys: {', '.join(valid_keys())}")
-            if rest:
-                if head not in AXES or rest not in {f.name for f in fields(AXES[head])}:
-                    raise ValueError(f"unknown spec key {key!r}; valid keys: {', '.join(valid_keys())}")
+            if rest and (head not in AXES or rest not in {f.name for f in fields(AXES[head])}):
+                raise ValueError(f"unknown spec key {key!r}; valid keys: {', '.join(valid_keys())}")
+        for key, value in overrides.items():
+            set_key(d, key, value)
+        for key, value in overrides.items():  # params given beside a new name win over the reset
+            head, _, rest = key.partition(".")
+            if rest in ("params", "per_layer"):
                 d[head][rest] = value
-            elif head in AXES and isinstance(value, dict):
-                d[head].update(value)
-            else:
-                d[head] = value
         return Spec.from_dict(d)
 
     def to_dict(self) -> dict:
@@ -341,6 +349,71 @@ class Spec:
                 "depth": depth}
 
 
+def renamed(axis: dict, update: dict) -> dict:
+    """The axis dict ``axis`` ready for ``update``: when ``update`` names another choice, without
+    the old choice's ``params`` and ``per_layer`` (a sliding window's sizes mean nothing to causal
+    attention, an LSH kernel's buckets nothing to SDPA), so a member's twin on that axis is the
+    plain choice, not the old one renamed."""
+    if not isinstance(axis, dict) or not isinstance(update, dict) or "name" not in update \
+            or update["name"] == axis.get("name"):
+        return axis
+    return {k: v for k, v in axis.items() if k not in ("params", "per_layer")}
+
+
+def set_key(d: dict, key: str, value: Any) -> None:
+    """Set the spec key ``key`` (``d_model``, ``heads.n_kv_heads``, or an axis as a dict) in the spec
+    dict ``d`` in place, with ``renamed``'s rule; not validated (``Spec.from_dict`` does that)."""
+    head, _, rest = key.partition(".")
+    if rest:
+        d[head] = renamed(d[head], {"name": value}) if rest == "name" else d[head]
+        *path, last = rest.split(".")
+        node = d[head]
+        for part in path:  # init.params.scale_residual
+            node = node.setdefault(part, {})
+        node[last] = value
+    elif head in AXES and isinstance(value, dict) and isinstance(d.get(head), dict):
+        d[head] = {**renamed(d[head], value), **value}
+    else:
+        d[head] = value
+
+
+def merge(d: dict, update: dict) -> dict:
+    """``update`` (nested, as a config's ``model`` section) over the spec dict ``d``: mappings
+    recurse, other values replace, and an axis given another name starts without the old choice's
+    ``params`` and ``per_layer`` (``renamed``)."""
+    def deep(a, b):
+        if not (isinstance(a, dict) and isinstance(b, dict)):
+            return copy.deepcopy(b)
+        return {**a, **{k: deep(a.get(k), v) if k in a else copy.deepcopy(v) for k, v in b.items()}}
+    out = copy.deepcopy(d)
+    for key, value in update.items():
+        if key in AXES and isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = deep(renamed(out[key], value), value)
+        else:
+            out[key] = deep(out.get(key), value)
+    return out
+
+
+def follow_depth(per_layer: list, n_layers: int) -> list:
+    """A member's own per-layer list at ``n_layers`` layers, resampled from its first entry to its
+    last (layer i of n takes entry i (m - 1) / (n - 1) of m, rounded half up), so a list that grows with depth
+    (Longformer's windows) still ends at its largest; one layer takes the first entry."""
+    m = len(per_layer)
+    if m in (0, n_layers):
+        return list(per_layer)
+    if n_layers == 1:
+        return [per_layer[0]]
+    return [per_layer[int(i * (m - 1) / (n_layers - 1) + 0.5)] for i in range(n_layers)]
+
+
+def _per_layer_fits_depth(spec: Spec) -> None:
+    # A list longer than the depth would hold layers that do not exist; a shorter one cycles.
+    n = len(spec.pattern.per_layer)
+    if n > spec.depth.n_layers:
+        raise ValueError(f"pattern.per_layer has {n} entries for depth.n_layers={spec.depth.n_layers}; give at most "
+                         f"{spec.depth.n_layers} (a shorter list cycles over the layers), or raise depth.n_layers")
+
+
 def _xl_memory_needs_decoder(spec: Spec) -> None:
     # Segment memory is carried by LanguageModel calls; the encoder sees whole inputs and
     # the encoder-decoder's decoder state is a KV cache.
@@ -372,8 +445,16 @@ def _al_rfou_needs_a_stack(spec: Spec) -> None:
                          f"classifiers read the output of each distinct layer; use depth 'stack'")
 
 
+def _token_types_need_one_input(spec: Spec) -> None:
+    # Devlin et al. 2019: the segments of one input; an encoder-decoder's two inputs are apart already.
+    if spec.token_types and spec.model == "encoder_decoder":
+        raise ValueError(f"token_types={spec.token_types} with model 'encoder_decoder': token types mark the "
+                         f"segments of one input, and its source and target are two; set token_types=0")
+
+
 # Checks on names and numbers only; those needing a part register in tfamily/checks.py.
-SPEC_CHECKS = (_xl_memory_needs_decoder, _check_reversible, _al_rfou_needs_a_stack)
+SPEC_CHECKS = (_xl_memory_needs_decoder, _check_reversible, _al_rfou_needs_a_stack, _per_layer_fits_depth,
+               _token_types_need_one_input)
 
 
 def valid_keys() -> list[str]:

@@ -258,7 +258,19 @@ def render(name: str) -> str:
             lines.append(f"  {s.axis} = {_short(s.choice)}")
             last = s.axis
         lines.append(f"      {s.where}: {s.citation}")
+    m = members.REGISTRY[name]
+    if m.base is not None:
+        lines.append(f"  changes from the {m.base} base (tfamily.recipes), each from the paper:"
+                     if m.changes else f"  the {m.base} base itself (tfamily.recipes)")
+        lines += [f"    {c.key} = {_value(c.value)}{' [attention]' if c.attention else ''}: {c.source}"
+                  for c in m.changes]
     return "\n".join(lines)
+
+
+def _value(v) -> str:
+    if isinstance(v, dict) and "per_layer" in v:
+        return f"{v['name']} x{len(v['per_layer'])} layers"
+    return str(v)
 
 
 def _short(choice: str) -> str:

@@ -23,9 +23,9 @@ from .. import members
 from ..build import pattern
 from ..nn.patterns import Causal, Full, SoftPattern, density
 from ..registry import STATES
-from ..spec import Spec
+from ..spec import Spec, follow_depth, merge
 from . import finetune, presets
-from .config import Config, deep_merge
+from .config import Config
 
 _MISSING = object()
 
@@ -97,6 +97,8 @@ def at_context(cfg: Config, d: dict, seq_len: int) -> tuple[dict, str | None]:
     if rule is None:
         return d, None
     preset = sized_member(cfg)
+    if preset["pattern"].get("per_layer"):  # the rule scales the list the run has (``member_dict``)
+        preset["pattern"]["per_layer"] = follow_depth(preset["pattern"]["per_layer"], d["depth"]["n_layers"])
     changed = [(path, v) for path, v in _leaves(rule(preset, seq_len))
                if not _user_set(cfg.model, path, preset) and _get(d, path) != v]
     if not changed:
@@ -128,11 +130,30 @@ def sized_member(cfg: Config) -> dict:
     return presets.member_dict(cfg.member, cfg.size, members.get(cfg.member)().to_dict())
 
 
+def depth_note(cfg: Config, d: dict) -> str | None:
+    """One line when the member's own per-layer pattern list was resampled to the run's depth."""
+    if cfg.train.init_from:
+        return None
+    own = sized_member(cfg)["pattern"].get("per_layer", [])
+    n = d["depth"]["n_layers"]
+    if not own or len(own) == n or _user_set(cfg.model, ("pattern", "per_layer"), sized_member(cfg)):
+        return None
+    return (f"{cfg.member} at depth {n}: its {len(own)} per-layer patterns are resampled from the first layer's to "
+            f"the last's ({', '.join(_short(p) for p in d['pattern']['per_layer'])}); set model.pattern.per_layer "
+            f"to choose")
+
+
+def _short(p: dict) -> str:
+    return f"{p['name']}({', '.join(f'{k}={v}' for k, v in p.get('params', {}).items())})"
+
+
 def member_dict(cfg: Config) -> dict:
     """The member's spec as a dict at the config's ``size`` (or the spec of ``train.init_from``'s
     checkpoint), with the config's ``model`` overrides."""
     base = finetune.source_spec(cfg.train.init_from) if cfg.train.init_from else sized_member(cfg)
-    d = deep_merge(base, cfg.model)
+    d = merge(base, cfg.model)  # another name on an axis drops the old choice's params and per_layer
+    if not cfg.train.init_from and not _user_set(cfg.model, ("pattern", "per_layer"), base):
+        d["pattern"]["per_layer"] = follow_depth(d["pattern"].get("per_layer", []), d["depth"]["n_layers"])
     if cfg.train.activation_checkpointing:
         d["depth"]["checkpointing"] = True
     return d
@@ -153,6 +174,7 @@ def make_spec(cfg: Config, vocab_size: int, seq_len: int, n_classes: int | None 
     and fitted to its context (``at_context``), a classifier when the task has ``n_classes``, and
     the note saying what that changed."""
     d, scaled = at_context(cfg, member_dict(cfg), seq_len)
+    scaled = "\n".join(filter(None, (depth_note(cfg, d), scaled))) or None
     d = as_classifier(d, n_classes) if n_classes is not None else d
     if "vocab_size" not in cfg.model and not cfg.train.init_from:
         d["vocab_size"] = vocab_size

@@ -12,6 +12,17 @@ ACTIVATIONS.register("relu", nn.ReLU)
 ACTIVATIONS.register("gelu", nn.GELU)
 # GPT-2's (and BERT's released code's) tanh approximation of GELU (Hendrycks & Gimpel 2016, section 2).
 ACTIVATIONS.register("gelu_tanh", lambda: nn.GELU(approximate="tanh"))
+
+
+class SigmoidGELU(nn.Module):
+    """GELU's sigmoid approximation x * sigmoid(1.702 x) (Hendrycks & Gimpel 2016, section 2), the
+    Sparse Transformer's f (Child et al. 2019, section 5.2); torch's GELU offers only erf and tanh."""
+
+    def forward(self, x: Tensor) -> Tensor:
+        return x * (1.702 * x).sigmoid()
+
+
+ACTIVATIONS.register("gelu_sigmoid", SigmoidGELU)
 # SiLU = Swish-1 (Ramachandran et al. 2017): x * sigmoid(x), SwiGLU's gate (feedforward/glu.py).
 ACTIVATIONS.register("silu", nn.SiLU)
 
