@@ -136,3 +136,18 @@ def test_the_reference_timing_leaves_threads_and_rng_alone():
     rates = calibrate.measure(32, [(1, "fp32")])
     assert list(rates) == ["1/fp32"] and rates["1/fp32"] > 0
     assert torch.get_num_threads() == before and torch.equal(torch.get_rng_state(), rng)
+
+
+def test_the_first_estimate_times_the_model_where_that_is_cheap(machine, tmp_path, monkeypatch):
+    from tfamily.train import startup
+    asked = []
+    monkeypatch.setattr(startup, "measure", lambda tr, settings, budget_s=None: asked.append(settings) or
+                        {settings[0]: tr.units_per_step / 0.25})  # the model: 0.25 s a step
+    tr = _start(tmp_path, "a")
+    assert asked == [[(2, "bf16")]] and tr.step_s == pytest.approx(0.25)
+    tr.close()
+    monkeypatch.setattr(startup, "ESTIMATE_S", 1e-9)  # too dear to time: the FLOPs at the reference's rate
+    tr = _start(tmp_path, "b")
+    assert len(asked) == 1 and tr.step_s == pytest.approx(
+        startup.flops_per_unit(tr.spec, tr.params, tr.task.seq_len) * tr.units_per_step / RATES["2/bf16"])
+    tr.close()

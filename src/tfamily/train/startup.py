@@ -3,9 +3,11 @@
     gpt (small): 0.93M parameters, 2,048 tokens per step, cpu (x86_64, AVX512, bf16 native), fp32,
     2 threads; estimated 21 s per 100 steps, 3.5 min to the end (step 1000)
 
-The estimate is the model's training FLOPs at the rate the autotune measured (``autotune.py``:
-its matmul probe, or the model itself where precision was timed); after the first steps one
-more line gives the measured time. Training FLOPs per token are 6 N + 12 L d T (Kaplan et al.
+With the settings of this machine's calibration (``calibrate.py``) the estimate is three steps of
+the model itself where they are cheap (``estimate``), else its training FLOPs at the rate the
+calibration's reference reached; with ``auto`` settings, the FLOPs at the rate the autotune
+measured (``autotune.py``: its matmul probe, or the model itself where precision was timed); after
+the first steps one more line gives the measured time. Training FLOPs per token are 6 N + 12 L d T (Kaplan et al.
 2020, section 2.1; PaLM, appendix B): N the weights one token passes through (a shared block
 counted at every application, the embedding lookup not at all), L layers, T the keys a query
 sees (memory included).
@@ -25,6 +27,7 @@ from ..spec import Spec
 from . import autotune, calibrate
 
 TELL_STEPS, TELL_S = 10, 30.0  # the measured line: after this many steps, or seconds if sooner
+ESTIMATE_S = 1.5  # the most the start spends timing the model for its estimate (``estimate``)
 
 
 def flops_per_unit(spec: Spec | None, params: int, seq_len: int) -> float:
@@ -84,12 +87,25 @@ def tune(tr, threads: bool, precision: bool) -> autotune.Choice:
     flops = flops_per_unit(tr.spec, tr.params, tr.task.seq_len) * units / world
     cal = _machine(tr)
     if cal is not None and not threads and not precision:
-        rate = cal.rate(torch.get_num_threads(), tr.precision)
-        if rate:  # the reference's measured FLOP/s at this setting: no probe at all
-            return autotune.Choice(torch.get_num_threads(), tr.precision, None, None, flops / rate)
+        n = torch.get_num_threads()
+        rate = cal.rate(n, tr.precision)
+        if rate:  # the reference's measured FLOP/s at this setting, then the model's own steps where cheap
+            return autotune.Choice(n, tr.precision, None, None, estimate(tr, n, flops / rate, units))
     return autotune.choose(tr.precision, threads=threads, time_precision=precision, device=tr.device,
                            shape=matmul_shape(tr.spec, units // world), step_flops=flops, units=units,
                            measure=tr._measure)
+
+
+def estimate(tr, threads: int, step_s: float, units: int) -> float:
+    """The step time ``step_s`` predicted from FLOPs, replaced by three steps of a copy of the model
+    (one untimed) where they are predicted to take under ``ESTIMATE_S``: FLOPs miss what a member
+    does beyond its matrix products (LSH hashing and sorting, a reversible stack's recomputation,
+    many small kernels), which made the first estimate of some members several times too low. The
+    settings are decided already; this only times them, leaving the run's RNG and data as they were."""
+    if 3 * step_s >= ESTIMATE_S:
+        return step_s
+    rates = tr._measure([(threads, tr.precision)], 4 * ESTIMATE_S)  # a member far slower than its FLOPs stops early
+    return units / rates[(threads, tr.precision)] if rates else step_s
 
 
 def _machine(tr) -> calibrate.Calibration | None:
