@@ -55,9 +55,13 @@ def baseline(tmp_path_factory):
 
 def test_tiny_arena_writes_the_leaderboard(baseline):
     board = json.loads((baseline / "leaderboard.json").read_text())
-    assert [(r["task"], r["member"], r["steps"]) for r in board] == [("listops", "gpt", 4), ("listops", "longformer", 4)]
+    assert sorted((r["task"], r["member"], r["steps"]) for r in board) == [("listops", "gpt", 4),
+                                                                          ("listops", "longformer", 4)]
     assert all(0.0 <= r["test_acc"] <= 1.0 and r["tokens_per_s"] > 0 for r in board)
-    assert "| listops | gpt |" in (baseline / "leaderboard.md").read_text()
+    assert [r["test_acc"] for r in board] == sorted((r["test_acc"] for r in board), reverse=True)  # best first
+    page = (baseline / "leaderboard.md").read_text()
+    assert "### listops (length 24, 1 seed; test accuracy" in page and "| gpt |" in page and "| majority class |" in page
+    assert " ± " not in page and "bits per byte" not in page  # one seed: no spread; classification: no bpc
     assert (baseline / "leaderboard.png").stat().st_size > 0 and (baseline / "cells.csv").exists()
     for member in ("gpt", "longformer"):  # each cell is a normal run directory of the shared loop
         run = baseline / "listops" / f"{member}-s0"
@@ -137,8 +141,8 @@ def test_members_run_as_bidirectional_encoders_unless_causal():
 def test_d_ff_brings_every_member_within_ten_percent_of_the_first():
     s = grid.Settings(steps=2, lengths={"listops": 64}, d_model=32, n_layers=2, n_heads=2)
     cells = grid.grid(["gpt", "reformer", "longformer"], ["listops"], 1)
-    d_ff, notes = grid.match_d_ff(cells, s)
-    assert notes == []
+    d_ff, off = grid.match_d_ff(cells, s)
+    assert off == {}
     counts = {m: grid.params(grid.Cell("listops", m, 0), s, 16, 10, d_ff[("listops", m)])
               for m in ("gpt", "reformer")}
     assert d_ff[("listops", "gpt")] == 128 and d_ff[("listops", "reformer")] > 128  # shared QK, no learned positions
@@ -163,8 +167,60 @@ def test_pathfinder_and_matching_with_a_sweep_end_to_end(tmp_path):
             "--heads", "2", "--batch-size", "4", "--eval-examples", "8", "--out", str(out)]
     assert cli.main(argv) == 0
     board = json.loads((out / "leaderboard.json").read_text())
-    assert [(r["task"], r["member"], r["lrs"]) for r in board] == [
+    assert sorted((r["task"], r["member"], r["lrs"]) for r in board) == [
         ("match", "bigbird:causal", 2), ("match", "gpt", 2), ("pathfinder", "bigbird:causal", 2),
         ("pathfinder", "gpt", 2)]
     assert (out / "match" / "gpt-lr0.003-s0" / "cell.json").exists()
     assert json.loads((out / "match" / "gpt-lr0.001-s0" / "plan.json").read_text())["lr"] == 1e-3
+
+
+def test_a_cell_held_by_another_run_is_skipped_not_trained(tmp_path, capsys):
+    """Two arena runs over one directory: the cell one holds is left to it; the other cells train."""
+    from tfamily.train import grid as runner
+    out = tmp_path / "out"
+    held = grid.Cell("listops", "gpt", 0).dir(out)
+    held.mkdir(parents=True)
+    (held / "train.csv").write_text("step,loss\n1,2.0\n")  # the holder's progress: never emptied by the other run
+    with runner.cell_lock(held):
+        assert _arena(out) == 0
+        err = capsys.readouterr().err
+        assert "listops gpt seed 0: skipped, in use by pid" in err and "cell(s) to train, about" in err, err
+        assert sorted(p.name for p in held.iterdir()) == [runner.CELL_LOCK, "train.csv"]
+        assert (out / "listops" / "longformer-s0" / "cell.json").is_file()
+        row, holder = grid.run_cell(grid.Cell("listops", "gpt", 0), grid.Settings(), out)
+        assert row is None and holder.startswith("pid ")
+    assert "1 cell(s) of the grid not finished" in err
+
+
+def test_a_learning_rate_sweep_spends_its_share_of_the_flops_budget(tmp_path):
+    from tfamily.arena import tasks
+    s = grid.Settings(steps=None, lengths={"listops": 24}, d_model=16, n_layers=1, n_heads=2, batch_size=4)
+    task = tasks.make("listops", 24, batch_size=4, seed=0, eval_examples=1)
+    per_step = grid.step_flops(grid.Cell("listops", "gpt", 0), s, task, 64)
+    budget = 5.5 * per_step
+    argv = [a for a in TINY if a != "longformer"]
+    argv = argv[:argv.index("--steps")] + argv[argv.index("--steps") + 2:]
+    assert cli.main(["arena", *argv, "--lr", "1e-3", "3e-3", "--flops", str(budget), "--out", str(tmp_path)]) == 0
+    cells = table.collect([tmp_path])
+    assert [(c["lr"], c["steps"]) for c in cells] == [(1e-3, 2), (3e-3, 2)]  # half the budget each: 2 steps
+    assert sum(c["train_flops"] for c in cells) <= budget
+    board = json.loads((tmp_path / "leaderboard.json").read_text())
+    assert board[0]["sweep_flops"] == sum(c["train_flops"] for c in cells) and board[0]["lrs"] == 2
+    assert json.loads((cells and tmp_path / "listops" / "gpt-lr0.001-s0" / "plan.json").read_text())["flops"] == budget / 2
+
+
+def test_a_parameter_count_past_ten_percent_is_refused_unless_allowed(tmp_path, capsys):
+    argv = ["arena", "--members", "llama", "gpt", "--tasks", "listops", "--length", "listops=256", "--steps", "2",
+            "--d-model", "16", "--layers", "1", "--heads", "2", "--batch-size", "4", "--eval-examples", "8",
+            "--speed-rounds", "0", "--out", str(tmp_path)]
+    assert cli.main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "listops: gpt has" in err and "+33% from llama's" in err, err
+    assert "--allow-param-mismatch" in err and not tmp_path.joinpath("listops").exists()
+    assert cli.main([*argv, "--allow-param-mismatch"]) == 0
+    board = {r["member"]: r for r in json.loads((tmp_path / "leaderboard.json").read_text())}
+    assert board["llama"]["params_off"] is None and board["gpt"]["params_off"] > 0.3
+    page = (tmp_path / "leaderboard.md").read_text()
+    assert f"{board['gpt']['params']:,}†" in page and "† parameters more than 10%" in page
+    assert cli.main(["arena", "report", str(tmp_path)]) == 0
+    assert f"{board['gpt']['params']:,}†" in (tmp_path / "report.html").read_text()

@@ -39,7 +39,8 @@ def test_a_sweep_keeps_the_rate_with_the_lowest_validation_bpc():
                 "metric": "bpc", "test_acc": None, "val_acc": None, "test_bpc": test, "val_bpc": val,
                 "train_s": 1.0, "tokens_per_s": 5.0, "peak_mb": 1.0}
     rows = table.summarize([cell(1e-3, 3.0, 2.9), cell(3e-3, 2.5, 2.6), cell(1e-2, 4.0, 1.0)])
-    assert rows[0]["lr"] == 3e-3 and rows[0]["test_bpc"] == 2.6 and "2.600 ± 0.000 bpc" in table.markdown(rows)
+    page = table.markdown(rows)
+    assert rows[0]["lr"] == 3e-3 and rows[0]["test_bpc"] == 2.6 and "| m | 2.600 | 2.500 |" in page and "±" not in page
 
 
 def test_lm_task_end_to_end_beside_a_classification_task(tmp_path):
@@ -50,10 +51,13 @@ def test_lm_task_end_to_end_beside_a_classification_task(tmp_path):
     assert cli.main(argv) == 0
     board = json.loads((out / "leaderboard.json").read_text())
     lm = [r for r in board if r["task"] == "lm"]
-    assert [(r["member"], r["metric"], r["test_acc"]) for r in lm] == [("gpt", "bpc", None), ("longformer", "bpc", None)]
+    assert sorted((r["member"], r["metric"], r["test_acc"]) for r in lm) == [("gpt", "bpc", None),
+                                                                               ("longformer", "bpc", None)]
+    assert [r["test_bpc"] for r in lm] == sorted(r["test_bpc"] for r in lm)  # lower is better: best first
     assert all(0 < r["test_bpc"] < 9 and 0 < r["val_bpc"] < 9 for r in lm)  # bytes: 8 bits at uniform
     assert all(r["speed_from"] == "alternating" for r in board)  # the grid's last step timed every member
-    assert "bpc" in (out / "leaderboard.md").read_text()
+    assert "test bits per byte, lower is better" in (out / "leaderboard.md").read_text()
     assert cli.main(["arena", "report", str(out)]) == 0
     page = (out / "report.html").read_text()
-    assert page.count("<td>bpc</td>") == 2 + 2 and "timed alternating" in page  # rows and cells of lm
+    assert page.count("<th>test bits per byte</th>") == 1 and "timed alternating" in page  # lm's table
+    assert page.count("<th>test_bpc</th>") == 1 and page.count("<th>test_acc</th>") == 1  # each task's cells

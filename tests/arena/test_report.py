@@ -17,7 +17,9 @@ def test_report_is_one_page_with_the_table_and_every_figure_inlined(tmp_path, ca
     page = (out / "report.html").read_text()
     for heading in ("Leaderboard", "Accuracy against speed", "Per task", "Learning curves", "Cells"):
         assert f"<h2>{heading}" in page
-    assert page.count("<td>listops</td>") == 2 + 2 and page.count("<td>longformer</td>") == 2 + 2  # rows, cells
+    assert page.count("<h3>listops (length 16") == 1 and page.count("<td>longformer</td>") == 2 + 2  # rows, cells
+    assert "<th>test accuracy %</th>" in page and "<td>majority class</td>" in page
+    assert "<th>test_bpc</th>" not in page and "bits per byte" not in page  # classification only: no bpc columns
     images = re.findall(r'<img alt="[^"]*" src="data:image/png;base64,([^"]+)"', page)
     assert len(images) == 1 + 2 + 1  # the scatter, a bar chart per task, the learning curves
     assert all(base64.b64decode(b)[:4] == b"\x89PNG" for b in images)

@@ -49,3 +49,39 @@ def test_run_cells_writes_each_result_once_and_a_rerun_continues_after_a_failure
     assert parts[0][1] is None and parts[1] == [{"cell": n, "planned": n} for n in "abc"]
     with pytest.raises(ValueError, match=r"planned with other settings \(steps: saved 2, asked 3\)"):
         grid.run_cells([(tmp_path / "c", {"name": "c", "steps": 3})], work)
+
+
+def test_a_cell_is_worked_by_one_process_at_a_time(tmp_path):
+    """Two runs of one grid over one directory: the second skips the cell the first holds (it never
+    empties or works it) and works the others; emptying a cell keeps the lock the runner holds."""
+    import threading
+
+    from tfamily.train.rundir import RunDirLocked
+    cells = [(tmp_path / name, {"name": name}) for name in ("a", "b")]
+    entered, leave, calls, logs = threading.Event(), threading.Event(), [], []
+
+    def work(d):
+        calls.append(d.name)
+        (d / "progress").write_text("half")
+        if d.name == "a" and len(calls) == 1:  # the first run is inside cell a
+            entered.set()
+            assert leave.wait(30)
+        return {"cell": d.name}
+    first = threading.Thread(target=grid.run_cells, args=(cells[:1], work))
+    first.start()
+    try:
+        assert entered.wait(30)
+        assert (tmp_path / "a" / grid.CELL_LOCK).is_file() and (tmp_path / "a" / "progress").is_file()
+        second = grid.run_cells(cells, work, log=logs.append)
+        assert calls == ["a", "b"] and (tmp_path / "a" / "progress").is_file()  # a was neither worked nor emptied
+        assert second == [None, {"cell": "b"}] and any("a: skipped, in use by pid" in m for m in logs), logs
+        with pytest.raises(RunDirLocked, match="is in use by pid"):
+            grid.cell_lock(tmp_path / "a")
+    finally:
+        leave.set()
+        first.join(30)
+    assert grid.run_cells(cells, work) == [{"cell": "a"}, {"cell": "b"}] and calls == ["a", "b"]
+    with grid.cell_lock(tmp_path / "c"):
+        (tmp_path / "c" / "stale").write_text("x")
+        grid.start(tmp_path / "c", {"name": "c"}, "new")
+        assert sorted(p.name for p in (tmp_path / "c").iterdir()) == [grid.CELL_LOCK, "plan.json"]

@@ -33,11 +33,14 @@ def add_parser(sub) -> None:
     p.add_argument("--steps", nargs="+", default=None, metavar="N|TASK=N",
                    help="training steps per cell (default 200 without --time); TASK=N for one task, e.g. "
                         "--steps 600 text=150")
-    p.add_argument("--time", default=None, help="training time per cell instead: 300, 90s, 4m, 1h")
+    p.add_argument("--time", default=None,
+                   help="training time per member and seed instead: 300, 90s, 4m, 1h (a sweep of K --lr values gives "
+                        "each rate 1/K of it)")
     p.add_argument("--flops", type=float, default=None,
-                   help="training FLOPs per cell (e.g. 2e12; counted by the arena's rule: pairs a pattern visits, "
-                        "LSH chunks and hashing, every recurrent step); each cell stops when they are spent "
-                        "(with --steps: whichever comes first)")
+                   help="training FLOPs per member and seed (e.g. 2e12; counted by the arena's rule: pairs a pattern "
+                        "visits, LSH chunks and hashing, every recurrent step); a sweep of K --lr values gives each "
+                        "rate's cell 1/K of it, so the sweep spends at most this; each cell stops when its share is "
+                        "spent (with --steps: whichever comes first)")
     p.add_argument("--length", nargs="+", default=[], metavar="TASK=N",
                    help="sequence length per task (mnist, pathfinder: the image side); defaults listops=256 "
                         "mnist=14 pathfinder=16 text=256 match=256")
@@ -47,9 +50,13 @@ def add_parser(sub) -> None:
     p.add_argument("--batch-size", type=int, default=None, help="examples per step (default 16)")
     p.add_argument("--lr", type=float, nargs="+", default=None,
                    help="learning rate (default 1e-3); several: a sweep, every seed at each, the best by validation "
-                        "reported")
+                        "reported; --steps are per rate, a --flops or --time budget is split evenly among the rates, "
+                        "and the leaderboard's TFLOP and seconds count every rate")
     p.add_argument("--match-params", action=argparse.BooleanOptionalAction, default=True,
                    help="set each member's d_ff so its parameters are within 10%% of the first member's")
+    p.add_argument("--allow-param-mismatch", action="store_true",
+                   help="train a member whose parameters d_ff cannot bring within 10%% of the first member's "
+                        "(refused otherwise), marked † in every table")
     p.add_argument("--warmup", type=int, default=None, help="warm-up steps (default: a tenth of --steps)")
     p.add_argument("--eval-examples", type=int, default=256, help="validation and test examples per task")
     p.add_argument("--threads", type=int, default=None, help="torch threads in every cell (default 1)")
@@ -125,7 +132,7 @@ def settings(args):
     return Settings(steps=steps if steps or args.time or args.flops else 200, time=args.time, lengths=lengths,
                     task_steps=task_steps, flops=args.flops,
                     d_model=args.d_model, n_layers=args.layers, n_heads=args.heads, batch_size=args.batch_size,
-                    lr=args.lr[0], warmup=args.warmup, match_params=args.match_params,
+                    lr=args.lr[0], sweep=len(set(args.lr)), warmup=args.warmup, match_params=args.match_params,
                     eval_examples=args.eval_examples, threads=args.threads,
                     precision=args.precision, device=args.device, ckpt_every=args.ckpt_every)
 
@@ -154,28 +161,43 @@ def _run(args) -> int:
     members = [m if ":" in m or not args.causal else f"{m}:{grid.CAUSAL}" for m in args.members]
     cells = grid.grid(members, args.tasks, args.seeds, args.lr)
     grid.check_cells(cells, s)
-    d_ff, notes = grid.match_d_ff(cells, s, args.data_dir)
+    d_ff, off = grid.match_d_ff(cells, s, args.data_dir)
+    grid.check_params(off, args.allow_param_mismatch)
     if s.time is not None:
         from ..options import parse_duration
-        grid.check_budget(cells, s, parse_duration(s.time, "--time"), args.data_dir, d_ff)
-    for note in notes:
-        print(f"arena: {note}", file=sys.stderr)
+        grid.check_budget(cells, s, parse_duration(s.cell_time, "--time"), args.data_dir, d_ff)
+    for _, note in off.values():
+        print(f"arena: {note}: trained as --allow-param-mismatch asks, marked † in every table", file=sys.stderr)
     check_int("--speed-rounds", args.speed_rounds, 0, hint="e.g. --speed-rounds 5, or 0 to skip")
     per_step = grid.flops_steps(cells, s, args.data_dir, d_ff)
     mine = cells[i::n]
     print(f"arena: {len(mine)} of {len(cells)} cells{f' (shard {i}/{n})' if n > 1 else ''} -> {args.out}",
           file=sys.stderr)
+    if s.sweep > 1 and (s.flops is not None or s.time is not None):
+        budget = f"--flops {s.flops:.3g}" if s.flops is not None else f"--time {s.time}"
+        print(f"arena: {budget} per member and seed, split over {s.sweep} learning rates (1/{s.sweep} each)",
+              file=sys.stderr)
+    todo = [c for c in mine if not (c.dir(args.out) / "cell.json").is_file()]
+    if todo:
+        seconds = grid.estimate(todo, s, d_ff, per_step, args.data_dir)
+        print(f"arena: {len(todo)} cell(s) to train, about {_duration(seconds)} in all (one training step of each "
+              f"member timed here; evaluation included)", file=sys.stderr, flush=True)
     trained = False
     for k, cell in enumerate(mine, 1):
         key = (cell.task, cell.member)
-        row, what = grid.run_cell(cell, s, args.out, args.data_dir, d_ff[key], per_step[key])
+        gap = off.get(key, (None,))[0]
+        row, what = grid.run_cell(cell, s, args.out, args.data_dir, d_ff[key], per_step[key], gap)
+        lr = "" if cell.lr is None else f" lr {grid.lr_text(cell.lr)}"
+        if row is None:
+            print(f"[{k}/{len(mine)}] {cell.task} {cell.member}{lr} seed {cell.seed}: skipped, in use by {what} "
+                  f"(another arena run over {args.out})", file=sys.stderr, flush=True)
+            continue
         trained = trained or what != "skipped"
-        lr = "" if cell.lr is None else f" lr {cell.lr:g}"
         print(f"[{k}/{len(mine)}] {cell.task} {cell.member}{lr} seed {cell.seed}: {what}, test "
               f"{table.score(row)}{'%' if row.get('metric', 'acc') == 'acc' else ''}, {row['steps']} steps, "
               f"{row['train_s']:.1f} s, {row['params']:,} params (d_ff {row['d_ff']})", file=sys.stderr, flush=True)
     wanted = {(c.task, c.member, c.seed, s.lr_of(c)) for c in cells}
-    done = [r for r in table.collect([args.out]) if (r["task"], r["member"], r["seed"], r.get("lr", s.lr)) in wanted]
+    done = table.collect([args.out], keep=lambda r: (r["task"], r["member"], r["seed"], r.get("lr", s.lr)) in wanted)
     timed = (Path(args.out) / "speed.json").is_file()
     if n == 1 and len(done) == len(cells) and args.speed_rounds and (trained or not timed):
         from . import speed
@@ -190,6 +212,11 @@ def _run(args) -> int:
               f"`tfamily arena merge` their directories when they are", file=sys.stderr)
     print(f"arena: leaderboard in {Path(args.out) / 'leaderboard.md'}", file=sys.stderr)
     return 0
+
+
+def _duration(seconds: float) -> str:
+    return f"{seconds:.2g} s" if seconds < 120 else f"{seconds / 60:.0f} min" if seconds < 7200 else \
+        f"{seconds / 3600:.1f} h"
 
 
 def _merge(args) -> int:

@@ -29,6 +29,13 @@ from . import ARENA_MEMBERS, tasks  # ARENA_MEMBERS: the default members, define
 CAUSAL = "causal"  # the one member variant: NAME:causal keeps the decoder's causal pattern
 
 
+def lr_text(lr: float) -> str:
+    """A learning rate as printed and in directory names: ``%g`` (6 digits), or every digit when
+    that would print two rates alike (1e-3 and 1.0000001e-3 stay apart)."""
+    short = f"{lr:g}"
+    return short if float(short) == lr else repr(float(lr))
+
+
 @dataclass(frozen=True)
 class Cell:
     task: str
@@ -37,7 +44,7 @@ class Cell:
     lr: float | None = None  # None: the settings' one learning rate
 
     def dir(self, out: str | Path) -> Path:
-        lr = "" if self.lr is None else f"-lr{self.lr:g}"
+        lr = "" if self.lr is None else f"-lr{lr_text(self.lr)}"
         return Path(out) / self.task / f"{self.member.replace(':', '.')}{lr}-s{self.seed}"
 
 
@@ -57,7 +64,8 @@ class Settings:
     eval_examples: int = 256
     match_params: bool = True                     # d_ff per member: parameters within 10% of the first's
     threads: int | None = 1
-    flops: float | None = None                    # training FLOPs per cell (flops.py's rule): stops each cell
+    flops: float | None = None                    # training FLOPs per (member, seed) (flops.py's rule): stops each cell
+    sweep: int = 1                                # learning rates tried: --flops and --time are split evenly among them
     precision: str = "fp32"
     device: str = "cpu"
     ckpt_every: int | None = 50                   # not part of the plan: it changes no number
@@ -69,9 +77,25 @@ class Settings:
         return self.task_steps.get(task, self.steps)
 
     def plan(self, cell: Cell, d_ff: int | None = None) -> dict:
-        keep = {k: v for k, v in asdict(self).items() if k not in ("lengths", "task_steps", "ckpt_every")}
+        """The settings cell ``cell`` must be continued with; its ``flops`` and ``time`` are the cell's
+        share of a sweep's budget (``cell_flops``, ``cell_time``)."""
+        keep = {k: v for k, v in asdict(self).items() if k not in ("lengths", "task_steps", "ckpt_every", "sweep")}
         return {**asdict(cell), "length": self.length(cell.task), **keep, "steps": self.steps_for(cell.task),
-                "lr": self.lr_of(cell), "d_ff": d_ff}
+                "lr": self.lr_of(cell), "d_ff": d_ff, "flops": self.cell_flops, "time": self.cell_time}
+
+    @property
+    def cell_flops(self) -> float | None:
+        """One cell's FLOPs: the budget over the learning rates of a sweep, so that a member's seed
+        spends at most ``flops`` over all its rates."""
+        return None if self.flops is None else self.flops / self.sweep
+
+    @property
+    def cell_time(self) -> str | float | None:
+        """One cell's training time: ``time``, or its share in seconds in a sweep of several rates."""
+        if self.time is None or self.sweep == 1:
+            return self.time
+        from ..options import parse_duration
+        return parse_duration(self.time, "--time") / self.sweep
 
     def lr_of(self, cell: Cell) -> float:
         return self.lr if cell.lr is None else cell.lr
@@ -132,7 +156,7 @@ def config(cell: Cell, s: Settings, run_dir: Path, n_classes: int | None, d_ff: 
     if steps is None and s.time is None:
         steps = 1  # --flops alone: a config only built or counted here; run_cell passes the budget's steps
     warmup = s.warmup if s.warmup is not None else max(1, steps // 10) if steps else 20
-    train = {"batch_size": s.batch_size, "max_steps": steps, "time_budget": s.time, "lr": s.lr_of(cell),
+    train = {"batch_size": s.batch_size, "max_steps": steps, "time_budget": s.cell_time, "lr": s.lr_of(cell),
              "warmup": warmup,
              "precision": s.precision, "device": s.device, "threads": s.threads, "seed": cell.seed,
              "eval_every": None, "eval_tokens": None, "ckpt_every": s.ckpt_every, "keep": 1, "log_every": 1,
@@ -157,13 +181,15 @@ def params(cell: Cell, s: Settings, vocab_size: int, n_classes: int, d_ff: int |
     return sum(p.numel() for p in build(spec).parameters())
 
 
-def match_d_ff(cells: list[Cell], s: Settings, data_dir=None) -> tuple[dict[tuple[str, str], int | None], list[str]]:
+def match_d_ff(cells: list[Cell], s: Settings, data_dir=None) -> tuple[dict[tuple[str, str], int | None],
+                                                                      dict[tuple[str, str], tuple[float, str]]]:
     """d_ff per (task, member) that brings each member's parameter count closest to the first
-    member's at d_ff = 4 d_model (the count is linear in d_ff: two builds fix the line), and one
-    line per member still more than 10% off (one whose count d_ff does not move). None for every
-    pair when ``s.match_params`` is off (each member's own d_ff)."""
+    member's at d_ff = 4 d_model (the count is linear in d_ff: two builds fix the line), and for
+    each member still more than 10% off (one whose count d_ff does not move, or cannot bring low
+    enough) its relative gap and a line saying so (``check_params``). None for every pair when
+    ``s.match_params`` is off (each member's own d_ff)."""
     out: dict[tuple[str, str], int | None] = {}
-    notes: list[str] = []
+    off: dict[tuple[str, str], tuple[float, str]] = {}
     for task in dict.fromkeys(c.task for c in cells):
         members = list(dict.fromkeys(c.member for c in cells if c.task == task))
         if not s.match_params:
@@ -178,9 +204,19 @@ def match_d_ff(cells: list[Cell], s: Settings, data_dir=None) -> tuple[dict[tupl
             out[(task, m)] = d_ff = a if pa == pb else max(1, round(a + (target - pa) * (b - a) / (pb - pa)))
             final = count(m, d_ff)
             if abs(final - target) > 0.1 * target:
-                notes.append(f"{task}: {m} has {final:,} parameters at d_ff {d_ff}, more than 10% from "
-                             f"{members[0]}'s {target:,}; it is reported with its count")
-    return out, notes
+                gap = final / target - 1
+                off[(task, m)] = gap, (f"{task}: {m} has {final:,} parameters at d_ff {d_ff}, {100 * gap:+.0f}% from "
+                                       f"{members[0]}'s {target:,}")
+    return out, off
+
+
+def check_params(off: dict[tuple[str, str], tuple[float, str]], allow: bool) -> None:
+    """Refuse members whose parameters d_ff cannot bring within 10% of the first member's (``off``,
+    from ``match_d_ff``) unless ``allow``; then their rows carry the gap and every table marks them."""
+    if off and not allow:
+        raise ValueError(f"{'; '.join(line for _, line in off.values())}: more than 10% apart, so the comparison "
+                         f"would not be at a matched size; drop or reorder --members, pass --no-match-params (each "
+                         f"member's own d_ff), or --allow-param-mismatch to train them marked † in every table")
 
 
 def check_cells(cells: list[Cell], s: Settings) -> None:
@@ -213,7 +249,8 @@ def check_budget(cells: list[Cell], s: Settings, seconds: float, data_dir=None, 
         evaluate(build(spec), task.val.batches(s.batch_size), device=torch.device("cpu"), precision="fp32")
         took = time.perf_counter() - t0
         if seconds < took:
-            raise ValueError(f"--time {s.time} cannot fit one evaluation of {cell.task}'s {len(task.val)} validation "
+            share = f" ({seconds:.3g} s for each of {s.sweep} learning rates)" if s.sweep > 1 else ""
+            raise ValueError(f"--time {s.time}{share} cannot fit one evaluation of {cell.task}'s {len(task.val)} validation "
                              f"examples ({took:.2g} s for {cell.member} here); give --time of at least "
                              f"{max(1, round(2 * took))}s or fewer --eval-examples")
 
@@ -255,31 +292,68 @@ def flops_steps(cells: list[Cell], s: Settings, data_dir=None, d_ff: dict | None
         task = tasks.make(cell.task, s.length(cell.task), batch_size=s.batch_size, seed=0, eval_examples=1,
                           data_dir=data_dir)
         per_step = out[(cell.task, cell.member)] = step_flops(cell, s, task, (d_ff or {}).get((cell.task, cell.member)))
-        if s.flops is not None and s.flops < per_step:
-            raise ValueError(f"--flops {s.flops:.3g} cannot pay for one training step of {cell.member} on "
-                             f"{cell.task} ({per_step:.3g} FLOPs at batch {s.batch_size}, length "
-                             f"{s.length(cell.task)}); give --flops of at least {per_step:.2g}")
+        if s.flops is not None and s.cell_flops < per_step:
+            share = f" ({s.flops:.3g} over {s.sweep} learning rates)" if s.sweep > 1 else ""
+            raise ValueError(f"--flops {s.cell_flops:.3g}{share} cannot pay for one training step of {cell.member} "
+                             f"on {cell.task} ({per_step:.3g} FLOPs at batch {s.batch_size}, length "
+                             f"{s.length(cell.task)}); give --flops of at least {s.sweep * per_step:.2g}")
     return out
 
 
 def steps_of(s: Settings, task: str, per_step: int) -> int | None:
-    """A cell's step budget: its task's steps, or under ``--flops`` the steps the budget pays for
-    (capped by the task's steps when given)."""
+    """A cell's step budget: its task's steps, or under ``--flops`` the steps its share of the budget
+    pays for (``Settings.cell_flops``; capped by the task's steps when given)."""
     steps = s.steps_for(task)
     if s.flops is None:
         return steps
-    paid = int(s.flops // per_step)
+    paid = int(s.cell_flops // per_step)
     return paid if steps is None else min(paid, steps)
 
 
+def estimate(cells: list[Cell], s: Settings, d_ff: dict, per_step: dict, data_dir=None) -> float:
+    """Seconds ``cells`` should take to train and evaluate here, for the line printed before a grid
+    starts: one training step of each (task, member) timed (``speed.measure_task``, one round
+    after a warm-up), times the cell's steps, plus its validation and test passes (a forward pass
+    taken as a third of a step); a time budget counts as its share."""
+    import math
+
+    from ..options import parse_duration
+    from . import speed
+    step_s = {}
+    for task in dict.fromkeys(c.task for c in cells):
+        plans = {c.member: s.plan(c, d_ff.get((c.task, c.member))) for c in cells if c.task == task}
+        step_s.update({(task, r["member"]): r["step_ms"] / 1e3 for r in speed.measure_task(plans, 1, data_dir)})
+    total = 0.0
+    for c in cells:
+        one = step_s[(c.task, c.member)]
+        steps = steps_of(s, c.task, per_step[(c.task, c.member)])
+        train = one * steps if steps is not None else parse_duration(s.cell_time, "--time")
+        total += train + 2 * math.ceil(s.eval_examples / s.batch_size) * one / 3
+    return total
+
+
 def run_cell(cell: Cell, s: Settings, out: str | Path, data_dir=None, d_ff: int | None = None,
-             per_step: int | None = None) -> tuple[dict, str]:
+             per_step: int | None = None, params_off: float | None = None) -> tuple[dict | None, str]:
     """Train one cell (or skip or resume it) with ``d_ff`` (``match_d_ff``; None: the member's own);
-    its row and what happened: skipped, ran, resumed. ``per_step``: its FLOPs per training step
-    (``flops_steps``; None: counted here)."""
+    its row and what happened: skipped, ran, resumed; or (None, the holder) when another process
+    holds the cell (``train/grid.py``'s cell lock: it is never trained twice). ``per_step``: its FLOPs
+    per training step (``flops_steps``; None: counted here). ``params_off``: the relative gap of its
+    parameter count to the first member's, when allowed past 10% (``check_params``)."""
+    from ..train.rundir import RunDirLocked
+    d = cell.dir(out)
+    try:
+        held = runner.cell_lock(d)
+    except RunDirLocked as e:
+        return None, e.holder
+    with held:
+        return _run_locked(cell, s, d, data_dir, d_ff, per_step, params_off)
+
+
+def _run_locked(cell: Cell, s: Settings, d: Path, data_dir, d_ff: int | None, per_step: int | None,
+                params_off: float | None) -> tuple[dict, str]:
     from ..train.evaluate import evaluate
     from ..train.loop import Trainer
-    d, plan = cell.dir(out), s.plan(cell, d_ff)
+    plan = s.plan(cell, d_ff)
     kind, _ = runner.status(d, plan, lambda d: (d / "cell.json").exists())
     if kind == "done":
         return json.loads((d / "cell.json").read_text()), "skipped"
@@ -299,7 +373,8 @@ def run_cell(cell: Cell, s: Settings, out: str | Path, data_dir=None, d_ff: int 
         trainer.close()
     lm = tasks.metric(cell.task) == "bpc"
     row = {**asdict(cell), "lr": s.lr_of(cell), "d_ff": trainer.spec.ff.d_ff or 4 * trainer.spec.d_model,
-           "length": s.length(cell.task), "params": result["params"], "steps": result["steps"],
+           "length": s.length(cell.task), "params": result["params"], "params_off": params_off,
+           "majority_acc": tasks.majority(task), "steps": result["steps"],
            "metric": tasks.metric(cell.task), "test_acc": None if lm else test["acc"],
            "val_acc": None if lm else result["val_acc"], "test_bpc": test["bpc"] if lm else None,
            "val_bpc": result["val_bpc"] if lm else None, "flops_per_step": per_step,

@@ -1,12 +1,13 @@
 """`tfamily arena report DIR`: one self-contained HTML page of an arena directory (or of several
 shards' directories, merged as ``arena merge`` merges them).
 
-The page holds, in order: the leaderboard table (``table.summarize``: means over seeds at the best
-learning rate), test accuracy against training tokens per second with peak memory as the marker's
+The page holds, in order: the leaderboard, one table per task (``table.summarize``: means over
+seeds at the best learning rate, best first, the columns of the task's metric, the majority-class
+line, ``†`` beside a parameter count allowed past 10% of the first member's), test accuracy against training tokens per second with peak memory as the marker's
 area (LRA's Figure 3 layout), one bar chart per task (test accuracy with its spread over seeds,
 tokens per second, peak memory, side by side), each cell's learning curve (training loss per
-step from the cell's ``train.csv``, validation loss from its ``eval.csv`` as dots), and the table
-of cells. The figures are PNGs inlined as base64, so the page is one file that opens offline.
+step from the cell's ``train.csv``, validation loss from its ``eval.csv`` as dots), and the cells
+of each task (its metric's fields only). The figures are PNGs inlined as base64, so the page is one file that opens offline.
 """
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ from . import table
 STYLE = ("body{font-family:sans-serif;max-width:1200px;margin:2em auto;color:#222}"
          "table{border-collapse:collapse;font-size:13px;margin:1em 0}"
          "th,td{border:1px solid #ccc;padding:3px 7px;text-align:right}th{background:#f3f3f3}"
-         "td:nth-child(-n+2),th:nth-child(-n+2){text-align:left}img{max-width:100%}")
+         "td:first-child,th:first-child{text-align:left}img{max-width:100%}.wide{overflow-x:auto}")
 
 
 def _img(data: bytes, alt: str) -> str:
@@ -55,7 +56,7 @@ def bars(rows: list[dict], task: str) -> str:
     plt = _plt()
     mine = [r for r in rows if r["task"] == task]
     names = [r["member"] for r in mine]
-    fig, axes = plt.subplots(1, 3, figsize=(13, 3.2))
+    fig, axes = plt.subplots(1, 3, figsize=(13, 3.2))  # one title (the task's); each panel names its quantity
     quality = (("test bits per byte (lower is better)", [r["test_bpc"] for r in mine],
                 [r["test_bpc_std"] or 0 for r in mine]) if mine[0].get("metric") == "bpc" else
                ("test accuracy %", [100 * r["test_acc"] for r in mine], [100 * (r["test_acc_std"] or 0) for r in mine]))
@@ -65,7 +66,7 @@ def bars(rows: list[dict], task: str) -> str:
     for ax, (label, values, err) in zip(axes, panels):
         ax.bar(range(len(mine)), values, yerr=err, capsize=3, color="tab:blue")
         ax.set_xticks(range(len(mine)), names, rotation=20, ha="right", fontsize=8)
-        ax.set_title(label, fontsize=9)
+        ax.set_ylabel(label, fontsize=9)
     fig.suptitle(f"{task} (length {mine[0]['length']})", fontsize=10)
     fig.tight_layout()
     return _png(fig, f"{task}: accuracy, speed and memory per member")
@@ -104,13 +105,39 @@ def _key(c: dict) -> tuple:
 
 
 def html_table(rows: list[dict], fields: list[str]) -> str:
-    def cell(v) -> str:
+    def cell(r: dict, f: str) -> str:
+        v = r.get(f)
+        if f == "params" and r.get("params_off") is not None:
+            return html.escape(f"{v:,}{table.MARK}")
         if isinstance(v, float):
             return f"{v:,.4g}" if abs(v) < 1 else f"{v:,.1f}"
         return html.escape("" if v is None else f"{v:,}" if isinstance(v, int) else str(v))
     head = "".join(f"<th>{html.escape(f)}</th>" for f in fields)
-    body = "".join("<tr>" + "".join(f"<td>{cell(r.get(f))}</td>" for f in fields) + "</tr>" for r in rows)
-    return f"<table><tr>{head}</tr>{body}</table>"
+    body = "".join("<tr>" + "".join(f"<td>{cell(r, f)}</td>" for f in fields) + "</tr>" for r in rows)
+    return f"<div class='wide'><table><tr>{head}</tr>{body}</table></div>"
+
+
+def leaderboard(rows: list[dict]) -> str:
+    """The leaderboard as ``table.markdown`` writes it: one table per task, its metric's columns."""
+    parts = []
+    for task in dict.fromkeys(r["task"] for r in rows):
+        mine = [r for r in rows if r["task"] == task]
+        cols = table.columns(mine[0].get("metric", "acc"))
+        base = table.majority(mine)
+        lines = [[text(r) for _, _, text in cols] for r in mine]
+        if base is not None:
+            lines.append([base["member"], table.score(base)] + [""] * (len(cols) - 2))
+        head = "".join(f"<th>{html.escape(h)}</th>" for h, _, _ in cols)
+        body = "".join("<tr>" + "".join(f"<td>{html.escape(v)}</td>" for v in line) + "</tr>" for line in lines)
+        parts.append(f"<h3>{html.escape(table.heading(mine))}</h3><div class='wide'><table><tr>{head}</tr>{body}"
+                     f"</table></div>")
+    return "".join(parts) + "".join(f"<p>{html.escape(n)}</p>" for n in table.notes(rows))
+
+
+def cell_fields(metric: str) -> list[str]:
+    """The cells table's fields for a task scored by ``metric`` (the other metric's are always empty)."""
+    other = ("test_acc", "val_acc", "majority_acc") if metric == "bpc" else ("test_bpc", "val_bpc")
+    return [f for f in table.CELL_FIELDS if f not in other and f not in ("task", "metric")]
 
 
 def cell_dirs(dirs: list[str | Path]) -> dict[tuple, Path]:
@@ -139,11 +166,14 @@ def write(dirs: list[str | Path], out: str | Path) -> Path:
     parts = [f"<h1>Arena: {len(rows)} (task, member) rows from {len(cells)} cells</h1>",
              f"<p>From {html.escape(', '.join(map(str, dirs)))}; cells ran on {html.escape('; '.join(machine))}. "
              f"{speed}</p>",
-             "<h2>Leaderboard</h2>", html_table(rows, table.FIELDS),
+             "<h2>Leaderboard</h2>", leaderboard(rows),
              "<h2>Accuracy against speed (marker area: peak memory)</h2>", scatter(rows),
              "<h2>Per task</h2>", *(bars(rows, t) for t in dict.fromkeys(r["task"] for r in rows)),
              "<h2>Learning curves</h2>", curves(cells, cell_dirs(dirs)),
-             "<h2>Cells</h2>", html_table(cells, table.CELL_FIELDS)]
+             "<h2>Cells</h2>", *(f"<h3>{html.escape(t)}</h3>" + html_table(
+                 [c for c in cells if c["task"] == t],
+                 cell_fields(next(c.get("metric", "acc") for c in cells if c["task"] == t)))
+                 for t in dict.fromkeys(c["task"] for c in cells))]
     page = (f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>arena report</title><style>{STYLE}</style>"
             f"</head><body>{''.join(parts)}</body></html>\n")
     out = Path(out)

@@ -208,6 +208,15 @@ def make(name: str, length: int, *, batch_size: int, seed: int, eval_examples: i
                         batch_size=batch_size, seed=seed)
 
 
+def majority(task) -> float | None:
+    """The test accuracy of always answering the validation set's most frequent class (the
+    leaderboard's majority-class line); None for a language task."""
+    if not isinstance(task, ClassifyTask):
+        return None
+    common = int(torch.bincount(task.val.y.flatten()).argmax())
+    return float((task.test.y == common).float().mean())
+
+
 def first_batch(task) -> dict:
     """The task's first training batch at its seed, without moving its position (what FLOPs and
     speed are measured on)."""

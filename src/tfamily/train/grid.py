@@ -17,6 +17,14 @@ be continued. ``status(dir, plan, finished)`` decides what a later run of the gr
 sharing or merging one output directory cover the grid exactly once. Imports nothing heavy at
 module level (``tfamily rl sweep --help`` stays fast).
 
+One process at a time works on a cell: the runner takes the cell's lock (``cell_lock``: the run
+directory lock of ``rundir.py`` on ``<dir>/.cell.lock``, a file apart from the lock the shared
+loop takes on the run inside) before it reads the cell's status, and holds it while the cell is
+emptied, planned, trained and its result written. A second run of the grid over the same
+directory (the same command started twice, or two machines sharing it) finds the cell held and
+skips it with a line naming the holder, so no cell is ever trained by two processes; emptying a
+cell keeps the lock file.
+
 ``run_cells(cells, work)`` is the whole loop for a grid whose cell is one function call (the
 reproductions' settings x seeds): each cell of the shard that has no ``cell.json`` yet is
 emptied, planned and handed to ``work(dir)``, whose JSON result is written to
@@ -35,6 +43,7 @@ from pathlib import Path
 
 PLAN = "plan.json"
 RESULT = "cell.json"
+CELL_LOCK = ".cell.lock"  # not rundir.LOCK: the Trainer inside the cell takes that one itself
 SHARD_HELP = "run cells I, I+N, I+2N, ... of the grid (N machines sharing or merging --out cover it once)"
 
 
@@ -100,10 +109,31 @@ def status(d: Path, plan: dict, finished: Callable[[Path], bool], *,
     return "new", None
 
 
+def cell_lock(d: Path):
+    """This process's lock on cell ``d`` (a ``rundir.RunLock``; release it once the cell's result is
+    written). Raises ``rundir.RunDirLocked``, whose ``holder`` names the live process, when another
+    holds it."""
+    from .rundir import RunLock
+    return RunLock(d, CELL_LOCK)
+
+
+def empty(d: Path) -> None:
+    """Remove everything in ``d`` but its lock file, which the caller holds (removing it would let a
+    second process lock a new file of the same name)."""
+    for p in Path(d).iterdir():
+        if p.name == CELL_LOCK:
+            continue
+        if p.is_dir() and not p.is_symlink():
+            shutil.rmtree(p)
+        else:
+            p.unlink()
+
+
 def start(d: Path, plan: dict, kind: str) -> None:
-    """Prepare ``d`` to train: empty it when there is nothing to resume, then write its plan."""
+    """Prepare ``d`` to train, holding its ``cell_lock``: empty it when there is nothing to resume,
+    then write its plan."""
     if kind == "new" and Path(d).exists():
-        shutil.rmtree(d)
+        empty(d)
     write_plan(d, plan)
 
 
@@ -134,22 +164,21 @@ def read_result(d: Path) -> dict | None:
 def run_cells(cells: list[tuple[Path, dict]], work: Callable[[Path], dict], *, shard: str | None = None,
               log: Callable[[str], None] | None = None, mapper: Callable = map) -> list[dict | None]:
     """Run the (directory, plan) ``cells`` of shard ``shard`` that are not finished through ``work``
-    (``mapper``: ``map`` or a process pool's, with a picklable ``work``); every cell's result in
-    order, None for one not finished (the module docstring)."""
+    (``mapper``: ``map`` or a process pool's, with a picklable ``work``), each under its
+    ``cell_lock``; every cell's result in order, None for one not finished (the module docstring)."""
     i, n = parse_shard(shard)
     for d, plan in cells:  # a changed cell anywhere in the grid is refused before any training
         check_plan(Path(d), plan)
     todo = []
     for d, plan in cells[i::n]:
-        kind, _ = status(Path(d), plan, lambda d: (d / RESULT).is_file())
-        if kind == "done":
+        if (Path(d) / RESULT).is_file():
             if log:
                 log(f"# {Path(d).name}: skipped, finished in {d}")
             continue
-        start(Path(d), plan, "new")  # a cell is one call: a killed one starts over
-        todo.append(Path(d))
-    for _ in mapper(_Work(work), todo):
-        pass
+        todo.append((Path(d), plan))
+    for (d, _), busy in zip(todo, mapper(_Work(work), todo)):
+        if busy and log:
+            log(f"# {d.name}: skipped, in use by {busy} (another run of this grid); rerun when it has finished")
     results = [read_result(Path(d)) for d, _ in cells]
     missing = sum(r is None for r in results)
     if missing and log:
@@ -159,10 +188,22 @@ def run_cells(cells: list[tuple[Path, dict]], work: Callable[[Path], dict], *, s
 
 
 class _Work:
-    """``work`` with its result written beside the cell (picklable when ``work`` is)."""
+    """``work`` on one (directory, plan) cell under the cell's lock, taken in the process that runs
+    it (a pool's worker), with its result written beside the cell (picklable when ``work`` is).
+    Returns '' when the cell is finished, else the holder of its lock."""
 
     def __init__(self, work: Callable[[Path], dict]):
         self.work = work
 
-    def __call__(self, d: Path) -> None:
-        write_json(d / RESULT, self.work(d))
+    def __call__(self, cell: tuple[Path, dict]) -> str:
+        from .rundir import RunDirLocked
+        d, plan = cell
+        try:
+            held = cell_lock(d)
+        except RunDirLocked as e:
+            return e.holder
+        with held:  # a cell is one call: one killed, or started by nobody, starts over
+            if status(d, plan, lambda d: (d / RESULT).is_file())[0] != "done":
+                start(d, plan, "new")
+                write_json(d / RESULT, self.work(d))
+        return ""

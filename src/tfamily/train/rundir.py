@@ -43,7 +43,9 @@ def pause_point(stage: str) -> None:
 
 
 class RunDirLocked(ValueError):
-    """Another live process is writing this run directory."""
+    """Another live process is writing this run directory; ``holder`` names it."""
+
+    holder = "another process"
 
 
 def _holder(path: Path) -> dict:
@@ -73,12 +75,13 @@ def _describe(info: dict) -> str:
 
 
 class RunLock:
-    """Held from construction until ``release()`` (or process exit)."""
+    """Held from construction until ``release()`` (or process exit). ``name``: the lock file in
+    ``run_dir`` (a grid's lock on its cell is another file than the lock of the run inside it)."""
 
     _fd: int | None = None
 
-    def __init__(self, run_dir: str | Path):
-        self.path = Path(run_dir) / LOCK
+    def __init__(self, run_dir: str | Path, name: str = LOCK):
+        self.path = Path(run_dir) / name
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._fd: int | None = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
@@ -105,8 +108,10 @@ class RunLock:
             self._refuse(info)
 
     def _refuse(self, info: dict) -> None:
-        raise RunDirLocked(f"run directory {self.path.parent} is in use by {_describe(info)}; wait for that run "
+        err = RunDirLocked(f"run directory {self.path.parent} is in use by {_describe(info)}; wait for that run "
                            f"to finish (or stop it), or pick another --out")
+        err.holder = _describe(info)
+        raise err
 
     def release(self) -> None:
         if self._fd is None:
