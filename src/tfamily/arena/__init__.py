@@ -29,12 +29,18 @@ The rules every cell follows (enforced by ``grid.config``, the only place a cell
   is set per member and task so its parameter count is as close as d_ff allows to the first
   member's at d_ff = 4 d_model (within 10% for every member with a feed-forward;
   ``--no-match-params`` keeps each member's own), and the count and d_ff are reported beside
-  the accuracy;
+  the accuracy; a member d_ff cannot bring within 10% is refused before any training unless
+  ``--allow-param-mismatch``, and then marked ``†`` in every table;
 * the same data in the same order for a seed, the same held-out sets for every seed; the same
   optimiser (AdamW), warm-up and cosine schedule, learning rate, batch, steps (per task with
   ``--steps TASK=N``), time or FLOPs budget, precision (fp32 by default) and thread count. Several
-  ``--lr`` values make a sweep: every member runs every seed at each, and the leaderboard reports
-  the rate with the best mean validation score (the sweep's cost, ``sweep_s``, beside it);
+  ``--lr`` values make a sweep: every member runs every seed at each (a FLOPs or time budget split
+  evenly among the rates, so a member's seed spends the budget once), and the leaderboard reports
+  the rate with the best mean validation score (the sweep's cost, ``sweep_s`` and ``sweep_flops``,
+  beside it);
+* cells merge into one table only when they may (``table.check_alike``): the seeds of one
+  (task, member, rate) planned alike but for the seed, and a task's members at one length,
+  width, depth, heads, batch, budget, precision and base;
 * a FLOPs budget (``--flops``) is counted by one rule for every member (``flops.py``): a step is
   3 forward passes; outside attention every matrix product that runs (a weight-shared or ACT depth
   pays per step); attention 4 d_head FLOPs per (query, key) pair per head, crediting a pattern only

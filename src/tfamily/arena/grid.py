@@ -6,7 +6,9 @@ shared loop (``config.yaml``, ``train.csv``, ``checkpoints/``, ``result.json``) 
 (what the arena asked of it) and, once finished, ``cell.json`` (its leaderboard row). A later run of
 the same grid over ``OUT`` skips a cell that has ``cell.json``, resumes one that was killed from its
 newest checkpoint (the loop's exact resume), starts over one killed before its first checkpoint, and
-refuses a cell planned with other settings. ``--shard i/n`` runs cells i, i + n, i + 2n, ... of the
+refuses a cell planned with other settings; a cell another process holds (``train/grid.py``'s cell
+lock, taken before the cell is read or emptied) is skipped, so two runs over ``OUT`` never train one
+cell. ``--shard i/n`` runs cells i, i + n, i + 2n, ... of the
 grid in its fixed order (tasks, then members, then learning rates, then seeds), so n machines
 sharing or merging ``OUT`` cover the grid exactly once. With several ``--lr`` a cell's directory is
 ``<member>-lr<lr>-s<seed>``; ``NAME:causal`` members live in ``NAME.causal-s<seed>``.
