@@ -53,7 +53,7 @@ class Run:
 
 def load(path: str | Path) -> Run:
     """The run in ``path``, or a one-line error naming what is missing."""
-    from .textload import load_json, load_yaml
+    from .textload import read_json, read_yaml, require
     from .train.metrics import read_csv
     p = Path(path)
     if not p.is_dir():
@@ -63,11 +63,19 @@ def load(path: str | Path) -> Run:
         raise FileNotFoundError(f"{str(path)!r} has no result.json, so it is not a finished run; pass a run "
                                 f"directory whose training ended (a killed run finishes with "
                                 f"`tfamily train --resume {path}`)")
-    result = load_json((p / "result.json").read_text(encoding="utf-8"), str(p / "result.json"))
-    config = (load_yaml((p / "config.yaml").read_text(encoding="utf-8"), str(p / "config.yaml"))
-              if (p / "config.yaml").is_file() else {})
+    result = read_json(p / "result.json")
+    config = read_yaml(p / "config.yaml") if (p / "config.yaml").is_file() else {}
+    # The fields read below, checked here: a hand-edited file is one line naming it, never an AttributeError.
+    fix = "the file is corrupt or hand-edited: rerun or drop the run"
+    for key, kind in (("member", str), ("unit", str), ("steps", int), ("params", int), ("tokens", int),
+                      ("train_s", (int, float)), ("threads", int), ("precision", str)):
+        require(result, key, (kind, type(None)) if isinstance(kind, type) else (*kind, type(None)),
+                str(p / "result.json"), None, fix=fix)
+    for key, kind in (("member", (str, type(None))), ("size", (str, type(None))), ("data", dict), ("train", dict),
+                      ("model", dict)):
+        require(config, key, kind, str(p / "config.yaml"), None, fix=fix)
     rows = [read_csv(p / name) if (p / name).is_file() else [] for name in ("train.csv", "eval.csv")]
-    return Run(str(path).rstrip("/") or str(path), p, result, config or {}, rows[0], rows[1])
+    return Run(str(path).rstrip("/") or str(path), p, result, config, rows[0], rows[1])
 
 
 def _number(v):

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import contextlib
 import difflib
-import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -27,6 +26,7 @@ from ..numbers import check_int
 from ..train import grid as runner
 from ..train.grid import parse_shard  # noqa: F401  (the arena's --shard, as every grid reads it)
 from . import ARENA_MEMBERS, tasks  # ARENA_MEMBERS: the default members, defined torch-free
+from .files import read_cell
 
 CAUSAL = "causal"  # the one member variant: NAME:causal keeps the decoder's causal pattern
 
@@ -358,7 +358,7 @@ def _run_locked(cell: Cell, s: Settings, d: Path, data_dir, d_ff: int | None, pe
     plan = s.plan(cell, d_ff)
     kind, _ = runner.status(d, plan, lambda d: (d / "cell.json").exists())
     if kind == "done":
-        return json.loads((d / "cell.json").read_text()), "skipped"
+        return read_cell(d / "cell.json"), "skipped"
     runner.start(d, plan, kind)
     resume = d if kind == "resume" else None
     task = tasks.make(cell.task, s.length(cell.task), batch_size=s.batch_size, seed=cell.seed,

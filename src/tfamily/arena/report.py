@@ -142,11 +142,11 @@ def cell_fields(metric: str) -> list[str]:
 
 def cell_dirs(dirs: list[str | Path]) -> dict[tuple, Path]:
     """(task, member, lr, seed) -> the cell's run directory, for every finished cell of ``dirs``."""
-    import json
+    from .files import read_cell
     out = {}
     for d in dirs:
         for path in sorted(Path(d).glob("*/*/cell.json")):
-            out[_key(json.loads(path.read_text()))] = path.parent
+            out[_key(read_cell(path))] = path.parent
     return out
 
 

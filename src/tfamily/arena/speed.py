@@ -28,6 +28,8 @@ from pathlib import Path
 
 import torch
 
+from .files import read_plan
+
 FIELDS = ["task", "member", "length", "batch", "tokens_per_step", "rounds", "tokens_per_s", "step_ms", "step_ms_min",
           "step_ms_max", "peak_mb", "peak_exact", "threads", "precision", "device", "machine"]
 
@@ -53,7 +55,7 @@ def plans(dirs: list[str | Path]) -> dict[str, dict[str, dict]]:
     out: dict[str, dict[str, dict]] = {}
     for d in dirs:
         for path in sorted(Path(d).glob("*/*/cell.json")):
-            plan = json.loads((path.parent / "plan.json").read_text())
+            plan = read_plan(path.parent / "plan.json")
             out.setdefault(plan["task"], {}).setdefault(plan["member"], plan)
     if not out:
         raise ValueError(f"no finished arena cells (<task>/<member>-s<seed>/cell.json) under "

@@ -22,6 +22,7 @@ import statistics
 from pathlib import Path
 
 from ..bench.results import write_rows
+from .files import read_cell, read_speed
 
 CELL_FIELDS = ["task", "member", "seed", "lr", "length", "params", "params_off", "d_ff", "steps", "metric",
                "test_acc", "val_acc", "test_bpc", "val_bpc", "val_loss", "train_loss", "train_s", "flops_per_step",
@@ -40,7 +41,7 @@ def collect(dirs: list[str | Path], keep=None) -> list[dict]:
         if not Path(d).is_dir():
             raise FileNotFoundError(f"arena directory {d} does not exist; pass the --out of an arena run")
         for path in sorted(Path(d).glob("*/*/cell.json")):
-            row = json.loads(path.read_text())
+            row = read_cell(path)
             if keep is not None and not keep(row):
                 continue
             key = (row["task"], row["member"], row.get("lr"), row["seed"])
@@ -291,7 +292,7 @@ def load_speed(dirs: list[str | Path]) -> list[dict]:
     for d in dirs:
         path = Path(d) / "speed.json"
         if path.is_file():
-            rows.update({(r["task"], r["member"]): r for r in json.loads(path.read_text())})
+            rows.update({(r["task"], r["member"]): r for r in read_speed(path)})
     return list(rows.values())
 
 

@@ -16,7 +16,6 @@ and the curves.
 """
 from __future__ import annotations
 
-import json
 import math
 import os
 import sys
@@ -25,7 +24,7 @@ from dataclasses import asdict, dataclass
 from multiprocessing import get_context
 from pathlib import Path
 
-from ..textload import load_json
+from ..textload import read_json, require
 from ..train import grid as runner
 from ..numbers import check_int
 
@@ -124,7 +123,7 @@ def status(run: RunPlan) -> tuple[str, int | None]:
     result = run.dir / "result.json"
 
     def steps_done(d: Path) -> int:
-        return load_json(result.read_text(encoding="utf-8"), str(result))["steps"] if result.is_file() else -1
+        return require(read_json(result), "steps", int, str(result)) if result.is_file() else -1
     kind, step = runner.status(run.dir, {**run.record(), "steps": run.steps}, lambda d: steps_done(d) >= target,
                                may_change=("steps",))
     return (kind, steps_done(run.dir)) if kind == "done" else (kind, step)
@@ -139,7 +138,7 @@ def execute(run: RunPlan, *, progress: bool = True, time_budget=None, threads: i
     kind, _ = status(run)
     _write_plan(run)
     if kind == "done":
-        return json.loads((run.dir / "result.json").read_text(encoding="utf-8"))
+        return read_json(run.dir / "result.json")
     cfg = run.config(progress, time_budget)
     if kind == "resume":
         overrides = {"train.max_steps": cfg.train.max_steps, "train.progress": progress,

@@ -20,7 +20,8 @@ import math
 import statistics
 from pathlib import Path
 
-from ..textload import load_json
+from ..numbers import cut
+from ..textload import number, read_json, require
 
 
 def mmer(returns) -> float:
@@ -41,13 +42,17 @@ def curve(run: Path) -> tuple[list[int], list[float]]:
     every PPO update; a rollout's updates share its env-step count and its return)."""
     from ..train.metrics import read_csv
     xs, ys = [], []
-    for r in read_csv(run / "train.csv"):
+    for i, r in enumerate(read_csv(run / "train.csv"), 2):
         if r.get("mean_return") in (None, ""):
             continue
-        x = int(r["tokens"])
+        try:
+            x, y = int(r["tokens"]), float(r["mean_return"])
+        except (KeyError, TypeError, ValueError):
+            raise ValueError(f"{run / 'train.csv'} row {i} has tokens={cut(r.get('tokens'))} and mean_return="
+                             f"{cut(r.get('mean_return'))}, not numbers; the file is corrupt or hand-edited") from None
         if not xs or x != xs[-1]:
             xs.append(x)
-            ys.append(float(r["mean_return"]))
+            ys.append(y)
     return xs, ys
 
 
@@ -59,9 +64,9 @@ def runs(sweep_dir: str | Path) -> list[dict]:
     out = []
     for plan_path in sorted(root.glob("*/*/plan.json")):
         run = plan_path.parent
-        plan = load_json(plan_path.read_text(encoding="utf-8"), str(plan_path))
+        plan = _plan(plan_path)
         result_path = run / "result.json"
-        result = load_json(result_path.read_text(encoding="utf-8"), str(result_path)) if result_path.is_file() else None
+        result = _result(result_path) if result_path.is_file() else None
         xs, ys = curve(run) if (run / "train.csv").is_file() else ([], [])
         # a run continued to a larger --steps keeps its old result.json until it finishes again
         finished = result is not None and result["tokens"] >= plan["steps"] and (not xs or result["tokens"] >= xs[-1])
@@ -71,6 +76,25 @@ def runs(sweep_dir: str | Path) -> list[dict]:
         raise FileNotFoundError(f"no runs under {root} (no <env>/<label>-s<seed>/plan.json); "
                                 f"pass the --out of `tfamily rl sweep`")
     return out
+
+
+def _plan(path: Path) -> dict:
+    """A run's ``plan.json`` with the fields the table reads, each checked (one line naming the file)."""
+    plan = read_json(path)
+    for key, kind in (("env", str), ("label", str), ("seed", int), ("steps", int)):
+        require(plan, key, kind, str(path), fix="the file is corrupt or hand-edited: rerun the sweep to rewrite it")
+    return plan
+
+
+def _result(path: Path) -> dict:
+    """A run's ``result.json`` with the fields the table reads, each checked."""
+    result = read_json(path)
+    where, fix = str(path), "the file is corrupt or hand-edited: rerun the sweep to rewrite it"
+    require(result, "tokens", int, where, fix=fix)
+    number(result, "tokens_per_s", where, fix=fix)
+    if result.get("val_return") is not None:
+        number(result, "val_return", where, fix=fix)
+    return result
 
 
 def reached(xs: list[int], ys: list[float], level: float) -> int | None:
@@ -116,7 +140,7 @@ def load_baselines(path: str | Path | None) -> dict:
     if not Path(path).is_file():
         raise FileNotFoundError(f"--baselines {path} is not a file; pass a JSON file of published rows "
                                 f"(see rl/table.py) or leave the flag out")
-    data = load_json(Path(path).read_text(encoding="utf-8"), str(path))
+    data = read_json(path, (dict, list))
     rows = data.get("rows") if isinstance(data, dict) else None
     need = {"env", "model", "mmer_mean", "ref"}
     if not isinstance(rows, list) or any(not isinstance(r, dict) or need - set(r) for r in rows):

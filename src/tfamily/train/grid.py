@@ -41,6 +41,9 @@ import shutil
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
+from ..numbers import cut
+from ..textload import read_json
+
 PLAN = "plan.json"
 RESULT = "cell.json"
 CELL_LOCK = ".cell.lock"  # not rundir.LOCK: the Trainer inside the cell takes that one itself
@@ -76,11 +79,10 @@ def check_plan(d: Path, plan: dict, may_change: tuple[str, ...] = ()) -> None:
     if not path.is_file():
         return
     try:
-        saved = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as e:
-        raise ValueError(f"{path} is not valid JSON ({e.msg}, line {e.lineno}); delete the cell's directory to "
-                         f"rerun it") from None
-    diffs = [f"{k}: saved {saved.get(k)!r}, asked {v!r}" for k, v in plan.items()
+        saved = read_json(path)
+    except ValueError as e:
+        raise ValueError(f"{e}; delete the cell's directory to rerun it") from None
+    diffs = [f"{k}: saved {cut(saved.get(k))}, asked {cut(v)}" for k, v in plan.items()
              if k not in may_change and saved.get(k) != v]
     if diffs:
         raise ValueError(f"{d} was planned with other settings ({'; '.join(diffs)}); repeat its settings or pick "
@@ -153,12 +155,12 @@ def args_plan(args, *, drop: Iterable[str] = ()) -> dict:
 
 def read_plan(d: Path) -> dict:
     """The plan saved in cell directory ``d``."""
-    return json.loads((Path(d) / PLAN).read_text(encoding="utf-8"))
+    return read_json(Path(d) / PLAN)
 
 
 def read_result(d: Path) -> dict | None:
     path = Path(d) / RESULT
-    return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
+    return read_json(path) if path.is_file() else None
 
 
 def run_cells(cells: list[tuple[Path, dict]], work: Callable[[Path], dict], *, shard: str | None = None,

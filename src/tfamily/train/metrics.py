@@ -14,6 +14,8 @@ import os
 import sys
 from pathlib import Path
 
+from .. import textload
+
 TRAIN_FIELDS = ["step", "tokens", "loss", "lr", "grad_norm", "tokens_per_s", "elapsed_s"]
 EVAL_FIELDS = ["step", "tokens", "loss", "bpc", "ppl", "acc"]
 
@@ -21,10 +23,7 @@ EVAL_FIELDS = ["step", "tokens", "loss", "bpc", "ppl", "acc"]
 class CSVLog:
     def __init__(self, path: Path, fields: list[str], resume_step: int | None = None):
         self.path, self.fields = path, fields
-        rows = []
-        if resume_step is not None and path.is_file():
-            with open(path, newline="", encoding="utf-8") as f:
-                rows = [r for r in csv.DictReader(f) if int(r["step"]) <= resume_step]
+        rows = _rows_up_to(path, resume_step) if resume_step is not None and path.is_file() else []
         self._f = open(path, "w", newline="", encoding="utf-8")
         self._w = csv.DictWriter(self._f, fieldnames=fields, extrasaction="ignore")
         self._w.writeheader()
@@ -39,9 +38,24 @@ class CSVLog:
         self._f.close()
 
 
+LOG_BYTES = 1 << 30  # a long run logs ~100 bytes a row; far below this
+
+
 def read_csv(path: Path) -> list[dict]:
-    with open(path, newline="", encoding="utf-8") as f:
-        return list(csv.DictReader(f))
+    """The rows of a run's ``train.csv`` / ``eval.csv`` (through the bounded loader)."""
+    return textload.read_csv(path, LOG_BYTES)
+
+
+def _rows_up_to(path: Path, step: int) -> list[dict]:
+    """The rows of ``path`` up to ``step`` for a resumed run; a log that is not tfamily's (a row
+    without an integer step, a non-UTF-8 byte) is named and started again, as any corrupt file
+    tfamily writes for itself is rebuilt."""
+    try:
+        return [r for r in read_csv(path) if int(r["step"]) <= step]
+    except (ValueError, TypeError, KeyError) as e:
+        print(f"tfamily: note: {path} is corrupt ({str(e)[:120]}); its rows before step {step} "
+              f"are dropped and it is written again from here", file=sys.stderr)
+        return []
 
 
 class Logger:

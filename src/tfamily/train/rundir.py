@@ -24,6 +24,8 @@ import socket
 import time
 from pathlib import Path
 
+from ..textload import load_json, read_text
+
 LOCK = ".lock"
 STAGES = ("args", "data", "build", "autotune", "save")  # in the order a run reaches them
 _paused: set[str] = set()
@@ -50,7 +52,7 @@ class RunDirLocked(ValueError):
 
 def _holder(path: Path) -> dict:
     try:
-        info = json.loads(path.read_text(encoding="utf-8") or "{}")
+        info = load_json(read_text(path) or "{}", str(path))  # bounded: a deep or huge lock file is not a holder
         return info if isinstance(info, dict) else {}
     except (OSError, ValueError):
         return {}

@@ -12,8 +12,6 @@
 """
 from __future__ import annotations
 
-import csv
-import json
 from pathlib import Path
 
 import numpy as np
@@ -21,10 +19,12 @@ import torch
 
 from ...data import ByteVocab, CharVocab
 from ...data.tokenizer import TokenizerVocab
+from ...textload import read_csv, read_jsonl
 from ..config import DataConfig
 from .classify import ClassifyTask, Examples
 
 SUFFIXES = (".csv", ".jsonl")
+DATA_BYTES = 1 << 30  # a labelled file is held in memory whole; a larger one belongs in a streamed corpus
 SPLITS = {"train": "train", "val": "val", "validation": "val", "dev": "val", "test": "test"}
 
 
@@ -36,18 +36,13 @@ def read_rows(path: Path) -> list[dict]:
     """The rows of a CSV (with a header) or JSONL file as dicts with ``text``, ``label`` and maybe ``split``."""
     if not path.is_file():
         raise FileNotFoundError(f"data.corpus={path} does not exist; pass a CSV or JSONL file with text and label")
-    with open(path, encoding="utf-8", newline="") as f:
-        if path.suffix.lower() == ".csv":
-            rows = list(csv.DictReader(f))
-        else:
-            rows = []
-            for i, line in enumerate(f, 1):
-                if line.strip():
-                    try:
-                        rows.append(json.loads(line))
-                    except json.JSONDecodeError as e:
-                        raise ValueError(f"{path} line {i} is not JSON ({e.msg}); write one object per line, "
-                                         f'e.g. {{"text": "...", "label": "pos"}}') from None
+    if path.suffix.lower() == ".csv":
+        rows = read_csv(path, DATA_BYTES)
+    else:
+        try:
+            rows = read_jsonl(path, DATA_BYTES)
+        except ValueError as e:
+            raise ValueError(f'{e}; write one JSON object per line, e.g. {{"text": "...", "label": "pos"}}') from None
     for i, r in enumerate(rows, 2 if path.suffix.lower() == ".csv" else 1):
         if not isinstance(r, dict) or not isinstance(r.get("text"), str) or r.get("label") in (None, ""):
             raise ValueError(f"{path} row {i} lacks a text or a label ({str(r)[:80]}); every row needs both "
