@@ -38,3 +38,48 @@ def test_a_masked_lm_saved_without_its_head_is_refused_naming_the_class_that_kee
     msg = str(e.value)
     assert "\n" not in msg and "no masked-LM head" in msg and "AutoModel" in msg, msg
     assert "AutoModelForMaskedLM.from_pretrained(DIR).save_pretrained(DIR)" in msg, msg
+
+
+def _bert(**kw):
+    from tfamily import members
+    return members.get("bert")(vocab_size=31, d_model=16, heads={"n_heads": 2}, depth={"n_layers": 1},
+                               position={"max_len": 16}, **kw)
+
+
+def _call_types(token_types: int, types):
+    import torch
+
+    from tfamily import build
+    ids = torch.randint(0, 31, (2, 6))
+    return build(_bert(token_types=token_types))(ids, token_types=types(ids))
+
+
+TYPE_CASES = [
+    ("token_types on a model without the table",
+     lambda: _call_types(0, lambda ids: ids * 0), ValueError, ["token_types given", "token_types=0", "token_types=2"]),
+    ("a token type past the table", lambda: _call_types(2, lambda ids: ids * 0 + 2), ValueError,
+     ["token type 2", "[0, 1]", "token_types=2"]),
+    ("token types of another shape", lambda: _call_types(2, lambda ids: ids[:, :3] * 0), ValueError,
+     ["(2, 3)", "(2, 6)", "one type per token"]),
+    ("token_types on an encoder-decoder", lambda: __import__("tfamily").members.get("vanilla")(token_types=2),
+     ValueError, ["token_types=2", "encoder_decoder", "set token_types=0"]),
+    ("a negative token_types", lambda: _bert(token_types=-1), ValueError, ["token_types", "-1"]),
+]
+
+
+@pytest.mark.parametrize("case", TYPE_CASES, ids=[c[0] for c in TYPE_CASES])
+def test_bad_token_types_are_one_line_naming_the_value_and_the_fix(case):
+    _, call, exc, words = case
+    with pytest.raises(exc) as e:
+        call()
+    msg = str(e.value)
+    assert "\n" not in msg and all(w in msg for w in words), msg
+
+
+@pytest.mark.parametrize("value", [0, -1, "2", True])
+def test_a_type_vocab_size_without_a_mapping_is_refused_naming_it(tmp_path, value):
+    (tmp_path / "config.json").write_text(json.dumps({"model_type": "bert", "type_vocab_size": value}))
+    with pytest.raises(PretrainedError) as e:
+        from_pretrained(tmp_path)
+    msg = str(e.value)
+    assert "\n" not in msg and f"type_vocab_size={value!r}" in msg and "integer >= 1" in msg, msg

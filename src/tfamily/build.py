@@ -20,7 +20,7 @@ from .nn.attention import Attention
 from .nn.block import Block
 from .nn.depth import (CELLS, HaltingUnit, RecurrentStack, ReversibleStack, Stack, Universal, UniversalACT,
                        make_rnn)
-from .nn.embedding import LMHead, TokenEmbedding
+from .nn.embedding import LMHead, NoTokenTypes, TokenEmbedding, TokenTypes
 from .nn.feedforward import Chunked
 from .nn.heads import QKVProjection
 from .nn.heads.global_qkv import GlobalTokenAttention
@@ -217,6 +217,14 @@ def embedding_and_head(spec: Spec, rows: int) -> tuple[TokenEmbedding, LMHead]:
     return embed, head
 
 
+def token_types(spec: Spec) -> nn.Module:
+    if not spec.token_types:
+        return NoTokenTypes()
+    types = TokenTypes(spec.token_types, spec.d_model)
+    init_scheme(spec).table(types.weight)
+    return types
+
+
 def _mlm_activation(spec: Spec) -> str:
     # BERT's released code (run_pretraining.py, get_masked_lm_output) applies hidden_act in the
     # MLM head too, so a tanh-GELU feed-forward (BigBird's released gelu_new) has a tanh-GELU head.
@@ -233,7 +241,8 @@ def _language_model(spec: Spec) -> nn.Module:
     layers = stack(spec, spec.depth.n_layers)
     make_state = STATES.make(spec.state.name, spec.state.params, spec=spec, layers=layers)
     return LanguageModel(embed, input_position(spec), layers, head, objective_, spec.dropout_at("embed"),
-                         make_state=make_state, embed_norm=norm(spec) if spec.norm.embed else None)
+                         make_state=make_state, embed_norm=norm(spec) if spec.norm.embed else None,
+                         types=token_types(spec))
 
 
 def _trunk(spec: Spec, objective_: nn.Module | None, head_of) -> Classifier:
@@ -246,7 +255,8 @@ def _trunk(spec: Spec, objective_: nn.Module | None, head_of) -> Classifier:
     pool = objective_.pool if isinstance(objective_, Classification) and objective_.pool else rule
     head = ClassHead(POOLS[pool](), head_of(spec))
     return Classifier(embed, input_position(spec), stack(spec, spec.depth.n_layers), head, objective_,
-                      spec.dropout_at("embed"), norm(spec) if spec.norm.embed else None, sees_ahead)
+                      spec.dropout_at("embed"), norm(spec) if spec.norm.embed else None, sees_ahead,
+                      types=token_types(spec))
 
 
 POOLS = {"first": FirstToken, "last": LastToken, "mean": MeanPool}

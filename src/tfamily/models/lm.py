@@ -12,7 +12,7 @@ from torch import Tensor, nn
 
 from ..nn.depth import Depth
 from ..nn.dropout import maybe_dropout
-from ..nn.embedding import TokenEmbedding
+from ..nn.embedding import NoTokenTypes, TokenEmbedding
 from ..nn.state import State, new_state
 from ..registry import ACTIVATIONS
 from .hooks import aux_losses, run_after_step, run_set_progress, with_aux_losses
@@ -21,9 +21,11 @@ from .hooks import aux_losses, run_after_step, run_set_progress, with_aux_losses
 class LanguageModel(nn.Module):
     def __init__(self, embed: TokenEmbedding, position: nn.Module, stack: Depth, head: nn.Module,
                  objective: nn.Module, dropout: float = 0.0,
-                 make_state: Callable[..., State] | None = None, embed_norm: nn.Module | None = None):
+                 make_state: Callable[..., State] | None = None, embed_norm: nn.Module | None = None,
+                 types: nn.Module | None = None):
         super().__init__()
         self.embed, self.position, self.stack, self.head = embed, position, stack, head
+        self.types = types if types is not None else NoTokenTypes()  # BERT's segments (nn/embedding/token_type.py)
         # BERT normalises the embedding sum before the first layer (Devlin et al. 2019's code).
         self.embed_norm = embed_norm if embed_norm is not None else nn.Identity()
         self.objective = objective
@@ -31,14 +33,16 @@ class LanguageModel(nn.Module):
         self.make_state = make_state  # the state axis (build.STATES); None = a KV cache per layer
 
     def forward(self, tokens: Tensor, *, key_padding: Tensor | None = None,
-                state: State | None = None, offset: int | None = None, global_tokens: Tensor | None = None) -> Tensor:
+                state: State | None = None, offset: int | None = None, global_tokens: Tensor | None = None,
+                token_types: Tensor | None = None) -> Tensor:
         """``tokens``: (b, n) ids -> logits (b, n, vocab). With ``state`` (``new_state()``:
         a KV cache or XL memory), positions continue from ``state.offset`` unless
         ``offset`` is given. ``global_tokens``: (b, n) bool, the tokens a Longformer's
-        global projections serve (``heads.global_qkv``)."""
+        global projections serve (``heads.global_qkv``). ``token_types``: (b, n) segment ids
+        (BERT's 0 for sentence A, 1 for B) of a model built with ``token_types``; None: all 0."""
         if offset is None:
             offset = 0 if state is None else state.offset
-        x = self.drop(self.embed_norm(self.position(self.embed(tokens), offset)))
+        x = self.drop(self.embed_norm(self.types(self.position(self.embed(tokens), offset), token_types)))
         extra = {} if global_tokens is None else {"global_tokens": global_tokens}
         logits = self.head(self.stack(x, state=state, key_padding=key_padding, **extra))
         if state is not None:

@@ -4,10 +4,14 @@
 The ``bert`` member's choices plus what the released models do: post-norm LayerNorm, learned
 positions, a LayerNorm on the embedding sum (``norm.embed``), the MLM head's dense + GELU (erf,
 or for BERT's ``hidden_act`` ``gelu_new`` / ``gelu_pytorch_tanh`` tanh, as in the feed-forward) +
-LayerNorm and a tied output with a bias, embeddings unscaled. Two inputs tfamily's encoder does
-not take are folded in at load time, exact for the inputs they cover:
-- the token-type (segment) embedding of type 0 is added to every row of the position table:
-  exact for single-segment inputs (token_type_ids all 0), as in masked-LM use;
+LayerNorm and a tied output with a bias, embeddings unscaled.
+- Token types (segments): a ``type_vocab_size`` of 2 or more is kept as the model's token-type
+  table (``token_types``, ``nn/embedding/token_type.py``), so a sentence pair is read as the peer
+  reads it: ``model(ids, token_types=token_type_ids)`` (none given: all type 0, as the peer's
+  default). Kept rather than refused: pairs are what such checkpoints were pretrained on (next
+  sentence prediction) and what their fine-tuning tasks (entailment, question answering) pass.
+  A single type (RoBERTa's, Longformer's ``type_vocab_size`` 1) is one row added to every token:
+  it is folded into the position table, exact for every input;
 - RoBERTa numbers positions from ``pad_token_id + 1``: its table's first rows are dropped, so
   position i reads row pad + 1 + i, exact for rows without pad tokens inside the sequence
   (padding at the end is masked by ``key_padding``; the pad rows' own outputs differ).
@@ -31,6 +35,15 @@ IGNORE = ("pooler.", "cls.seq_relationship.", "embeddings.position_ids", "embedd
 def _offset(config: dict) -> int:
     """The position table's first row in use: RoBERTa's pad_token_id + 1, BERT's 0."""
     return field(config, "pad_token_id", 1) + 1 if config.get("model_type") == "roberta" else 0
+
+
+def _types(config: dict) -> int:
+    """The token-type table's rows (``type_vocab_size``, transformers' default 2)."""
+    n = field(config, "type_vocab_size", 2)
+    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+        raise PretrainedError(f"config.json field type_vocab_size={n!r} has no tfamily mapping; supported: an "
+                              f"integer >= 1 (1: single segments, 2: BERT's sentence pairs)")
+    return n
 
 
 def _pair(w: Weights, hf: str, ours: str) -> dict[str, Tensor]:
@@ -63,15 +76,18 @@ def spec(config: dict) -> Spec:
     return Spec.from_dict(merge(FIXED, spec_fields(config, FIELDS), dict(
         member=kind, paper=f"{'RoBERTa' if kind == 'roberta' else 'BERT'}, from a Hugging Face checkpoint",
         position={"max_len": field(config, "max_position_embeddings", 512) - _offset(config)},
+        token_types=0 if _types(config) == 1 else _types(config),  # one type: folded (module docstring)
         # The tokenizer's mask id (its [MASK] / <mask>); it matters only to further MLM training.
         objective={"params": {"mask_id": mask_id if isinstance(mask_id, int) else vocab - 1}})))
 
 
 def config(resolved: dict) -> dict:
-    """config.json for a resolved spec dict: written as BERT (positions from 0, one token type),
-    which computes what an imported RoBERTa computes on the inputs the import is exact for."""
+    """config.json for a resolved spec dict: written as BERT (positions from 0; the token-type table,
+    or one zero row without it), which computes what an imported RoBERTa computes on the inputs the
+    import is exact for."""
     return {"model_type": "bert", "architectures": ["BertForMaskedLM"], **config_fields(resolved, FIELDS),
-            "max_position_embeddings": resolved["position"]["max_len"], "type_vocab_size": 1,
+            "max_position_embeddings": resolved["position"]["max_len"],
+            "type_vocab_size": resolved["token_types"] or 1,
             "mask_token_id": resolved["objective"]["params"].get("mask_id")}
 
 
@@ -94,8 +110,12 @@ def weights(config_: dict, spec_: Spec, w: Weights) -> dict[str, Tensor]:
     e = "embeddings."
     types = w.take(f"{e}token_type_embeddings.weight")
     table = w.take(f"{e}position_embeddings.weight")[_offset(config_):]
-    out = {"embed.weight": w.take(f"{e}word_embeddings.weight"), "position.table.weight": table + types[0],
-           **_pair(w, f"{e}LayerNorm", "embed_norm"), **take_links(w, links(spec_))}
+    out = {"embed.weight": w.take(f"{e}word_embeddings.weight"), **_pair(w, f"{e}LayerNorm", "embed_norm"),
+           **take_links(w, links(spec_))}
+    if spec_.token_types:
+        out["position.table.weight"], out["types.weight"] = table, types
+    else:  # one type, added to every token: folded (in the model's dtype, ``Weights``)
+        out["position.table.weight"] = table + types[0]
     if not (w.has("lm_head.bias") or w.has("cls.predictions.bias")):
         raise PretrainedError(f"model.safetensors holds no masked-LM head (no lm_head.* or cls.predictions.* "
                               f"weights): it was saved from AutoModel, which drops the head; save the checkpoint "
@@ -122,11 +142,12 @@ def weights(config_: dict, spec_: Spec, w: Weights) -> dict[str, Tensor]:
 
 def hf_weights(spec_: Spec, state: dict[str, Tensor]) -> dict[str, Tensor]:
     """Checkpoint names (without the ``bert.`` prefix, the head's under ``cls.``) from a built
-    model's state; the token-type table is one zero row (its row 0 is folded into the positions)."""
+    model's state; without a token-type table, one zero row (a folded row is in the positions)."""
     e, p = "embeddings.", "cls.predictions."
     out = {f"{e}word_embeddings.weight": state["embed.weight"], f"{e}position_embeddings.weight":
-           state["position.table.weight"], f"{e}token_type_embeddings.weight": state["embed.weight"].new_zeros(
-           1, spec_.d_model), f"{e}LayerNorm.weight": state["embed_norm.weight"],
+           state["position.table.weight"], f"{e}token_type_embeddings.weight": state["types.weight"] if
+           spec_.token_types else state["embed.weight"].new_zeros(1, spec_.d_model), f"{e}LayerNorm.weight":
+           state["embed_norm.weight"],
            f"{e}LayerNorm.bias": state["embed_norm.bias"], **give_links(state, links(spec_))}
     for hf, ours in (("transform.dense", "head.transform.0"), ("transform.LayerNorm", "head.transform.2")):
         out[f"{p}{hf}.weight"], out[f"{p}{hf}.bias"] = state[f"{ours}.weight"], state[f"{ours}.bias"]
