@@ -171,3 +171,53 @@ def test_a_mutated_checkpoint_is_refused_in_one_line_and_nothing_is_overwritten(
         after = _snapshot(run)
         assert all(after.get(k, v) == v for k, v in before.items() if "step-00000001" in k)
         checkpoint.read_meta(checkpoint.resolve(run), verify=True)
+
+
+# The bounded loader (textload.py) under random files: any nesting, any JSON type where a field is
+# read, random bytes. Each reader returns its value or raises one ValueError line naming the file,
+# never a RecursionError, KeyError, AttributeError or TypeError.
+JSON_LEAF = st.one_of(st.none(), st.booleans(), st.integers(-(2**70), 2**70), st.floats(), st.text(max_size=6))
+JSON_TREE = st.recursive(JSON_LEAF, lambda c: st.one_of(st.lists(c, max_size=3),
+                                                        st.dictionaries(st.text(max_size=6), c, max_size=3)),
+                         max_leaves=10)
+FIELDS = ["model_type", "n_layer", "n_embd", "n_head", "vocab_size", "weight_map", "task", "member", "seed", "env",
+          "label", "steps", "tokens", "train", "data", "text", "label", "length", "batch_size", "rope_parameters"]
+
+
+def _readers():
+    from tfamily import compare, textload
+    from tfamily.arena import files
+    from tfamily.pretrained import spec_of
+    from tfamily.pretrained.load import read_tensors
+    from tfamily.rl.table import runs
+    from tfamily.train.config import read_file
+    from tfamily.train.tasks.labelled import read_rows
+    return {  # file name inside the case's directory -> what reads it
+        "a.json": textload.read_json, "a.yaml": read_file, "a.toml": read_file, "a.jsonl": read_rows,
+        "a.csv": read_rows, "hf/config.json": lambda p: spec_of(p.parent),
+        "hf/model.safetensors.index.json": lambda p: read_tensors(p.parent),
+        "cell/cell.json": files.read_cell, "cell/plan.json": files.read_plan, "speed.json": files.read_speed,
+        "sweep/env/gru-s0/plan.json": lambda p: runs(p.parents[2]),
+        "sweep/env/gru-s0/result.json": lambda p: runs(p.parents[2]), "run/result.json": lambda p: compare.load(p.parent),
+    }
+
+
+@settings(FUZZ, max_examples=120)
+@given(tree=JSON_TREE, fields=st.dictionaries(st.sampled_from(FIELDS), JSON_TREE, max_size=4),
+       depth=st.sampled_from([0, 1, 70, 3000]), raw=st.one_of(st.none(), st.binary(max_size=24)),
+       name=st.sampled_from(sorted(_readers())))
+def test_every_reader_returns_or_refuses_a_random_file_in_one_line(tree, fields, depth, raw, name, tmp_path_factory):
+    path = tmp_path_factory.mktemp("read") / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    doc = {**tree, "model_type": "gpt2", **fields} if isinstance(tree, dict) else tree
+    text = "[" * depth + json.dumps(doc) + "]" * depth
+    if name.endswith(".jsonl"):
+        text = json.dumps({"text": "a", "label": "x"}) + "\n" + text
+    if name == "sweep/env/gru-s0/result.json":
+        (path.parent / "plan.json").write_text(json.dumps({"env": "e", "label": "l", "seed": 0, "steps": 1}))
+    path.write_bytes(raw if raw is not None else text.encode())
+    try:
+        _readers()[name](path)
+    except ValueError as e:  # the one refusal: a line naming the file
+        msg = str(e)
+        assert "\n" not in msg and len(msg) < 1000 and path.name in msg, msg
