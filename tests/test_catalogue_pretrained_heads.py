@@ -83,3 +83,13 @@ def test_a_type_vocab_size_without_a_mapping_is_refused_naming_it(tmp_path, valu
         from_pretrained(tmp_path)
     msg = str(e.value)
     assert "\n" not in msg and f"type_vocab_size={value!r}" in msg and "integer >= 1" in msg, msg
+
+
+def test_a_token_type_table_too_large_for_the_machine_is_refused_before_it_is_built(tmp_path):
+    config = {"model_type": "bert", "type_vocab_size": 10**12, "hidden_size": 32, "num_attention_heads": 2,
+              "num_hidden_layers": 1, "intermediate_size": 64, "vocab_size": 50}
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    with pytest.raises(PretrainedError) as e:
+        from_pretrained(tmp_path)
+    msg = str(e.value)
+    assert "\n" not in msg and "cannot fit" in msg and "token_types=1000000000000" in msg, msg

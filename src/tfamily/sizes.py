@@ -6,8 +6,8 @@ The estimate counts only what must exist, so it refuses nothing that could run:
 
 - parameters: token embedding (and an untied head), per layer the attention projections
   (h d_head d for queries and output, kv d_head d each for keys and values) and the two
-  feed-forward matrices (2 d d_ff), learned positions (a recurrent depth: each gate's input and
-  recurrent d x d matrices instead); norms, biases and attention readouts are left out;
+  feed-forward matrices (2 d d_ff), learned positions and token types (a recurrent depth: each gate's
+  input and recurrent d x d matrices instead); norms, biases and attention readouts are left out;
 - per layer, the Python objects of its modules (measured about 42 KiB; 16 KiB counted);
 - training: weights, gradients and AdamW's two moments (4 copies of fp32 parameters), and
   per token the residual stream kept for backward at every layer and one fp32 logit row.
@@ -56,7 +56,7 @@ def param_count(spec: Spec) -> int:
     else:
         layers = n * (attn + ff)
     position = spec.position.max_len * d if spec.position.name == "learned" else 0
-    return vocab_rows + layers + position
+    return vocab_rows + layers + position + spec.token_types * d
 
 
 def _layers(spec: Spec) -> int:
@@ -159,7 +159,8 @@ def check_fits(spec: Spec, *, batch: int | None = None, seq_len: int | None = No
         parts.append(f"of them {_fmt(masks)} for kernel {spec.kernel.name!r} with pattern {spec.pattern.name!r}, "
                      f"which holds {seq_len} x {seq_len} scores or masks")
     sizes = (f"d_model={spec.d_model}, d_ff={spec.d_ff}, vocab_size={spec.vocab_size}, "
-             f"n_layers={spec.depth.n_layers}" + (f", batch_size={batch}, seq_len={seq_len}" if batch else "")
+             f"n_layers={spec.depth.n_layers}" + (f", token_types={spec.token_types}" if spec.token_types else "")
+             + (f", batch_size={batch}, seq_len={seq_len}" if batch else "")
              + (", or use model.kernel.name=blocksparse (no L x L mask)" if masks else ""))
     raise ValueError(f"this model cannot fit: it needs at least {_fmt(est.total)} ({'; '.join(parts)}) but the "
                      f"machine has {what}; lower some of {sizes}")
