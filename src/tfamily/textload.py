@@ -165,11 +165,11 @@ def check_depth(obj: Any, where: str, limit: int = MAX_DEPTH, nodes: int | None 
     return obj
 
 
-def load_json(text: str | bytes, where: str) -> Any:
-    """``json.loads(text)`` bounded in size and depth; any failure is a ValueError naming ``where``
-    (``json.JSONDecodeError`` is one, so callers that catch it keep working)."""
-    if len(text) > MAX_BYTES:
-        raise _too_big(where, len(text))
+def load_json(text: str | bytes, where: str, limit: int = MAX_BYTES) -> Any:
+    """``json.loads(text)`` bounded in size (``limit``) and depth; any failure is a ValueError naming
+    ``where`` (``json.JSONDecodeError`` is one, so callers that catch it keep working)."""
+    if len(text) > limit:
+        raise _too_big(where, len(text), limit)
     if isinstance(text, bytes):
         text = decode(text, where)
     try:
@@ -215,7 +215,7 @@ def read_text(path: str | Path, limit: int = MAX_BYTES) -> str:
 
 def read_json(path: str | Path, kind: type | tuple = dict, limit: int = MAX_BYTES) -> Any:
     """The JSON value of ``path``, which must be a ``kind`` (a JSON object by default)."""
-    return expect(load_json(read_text(path, limit), str(path)), kind, str(path))
+    return expect(load_json(read_text(path, limit), str(path), limit), kind, str(path))
 
 
 def read_yaml(path: str | Path, kind: type | tuple = dict) -> Any:

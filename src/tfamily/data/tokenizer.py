@@ -20,7 +20,7 @@ def read_tokenizer(path: str | Path) -> TokenizerVocab:
     corrupt one is one line naming the file."""
     from ..textload import load_json, read_text
     text = read_text(path, TOKENIZER_BYTES)
-    load_json(text, str(path))  # the depth bound, before the tokenizers parser sees it
+    load_json(text, str(path), TOKENIZER_BYTES)  # the depth bound, before the tokenizers parser sees it
     try:
         return TokenizerVocab(text)
     except ValueError as e:

@@ -35,11 +35,12 @@ from safetensors.torch import load_file, save_file
 from torch import Tensor, nn
 
 from .. import interrupt
-from ..textload import load_json
+from ..textload import load_json, read_text
 from .versions import FORMAT_VERSION, VersionError, upgrade
 
 FORMAT = 1
 META = "meta.json"
+META_BYTES = 256 << 20  # a meta.json holds the run's vocabulary: a large tokenizer.json is tens of MB
 TOKENIZER = "tokenizer.json"  # a subword vocabulary, also in meta.json
 _STEP_DIR = re.compile(r"^step-(\d{8,})$")
 
@@ -281,7 +282,7 @@ def _check_header(f: Path) -> None:
             header = json.loads(fh.read(n))
         if not isinstance(header, dict):
             raise ValueError("header is not a JSON object")
-    except (ValueError, UnicodeDecodeError) as e:
+    except (ValueError, UnicodeDecodeError, RecursionError) as e:  # RecursionError: a header nested 10^5 deep
         raise CheckpointError(f"{f} has a corrupt safetensors header ({e}); the checkpoint is corrupt") from e
 
 
@@ -290,7 +291,7 @@ def read_meta(path: Path, verify: bool = True, require: tuple = ()) -> dict:
     has the keys in ``require``."""
     path = Path(path)
     try:
-        meta = load_json((path / META).read_text(encoding="utf-8"), str(path / META))
+        meta = load_json(read_text(path / META, META_BYTES), str(path / META), META_BYTES)
     except FileNotFoundError as e:
         raise CheckpointError(f"{path} is not a complete checkpoint (no {META})") from e
     except ValueError as e:  # not JSON, not UTF-8, or nested past any meta.json tfamily writes
