@@ -4,7 +4,9 @@
 The ``bert`` member's choices plus what the released models do: post-norm LayerNorm, learned
 positions, a LayerNorm on the embedding sum (``norm.embed``), the MLM head's dense + GELU (erf,
 or for BERT's ``hidden_act`` ``gelu_new`` / ``gelu_pytorch_tanh`` tanh, as in the feed-forward) +
-LayerNorm and a tied output with a bias, embeddings unscaled.
+LayerNorm and an output with a bias, tied to the word table or not (untied, the decoder's own bias
+is the one transformers reads, and both biases are written back), embeddings unscaled.
+
 - Token types (segments): a ``type_vocab_size`` of 2 or more is kept as the model's token-type
   table (``token_types``, ``nn/embedding/token_type.py``), so a sentence pair is read as the peer
   reads it: ``model(ids, token_types=token_type_ids)`` (none given: all type 0, as the peer's
@@ -107,6 +109,10 @@ def links(spec_: Spec) -> list[Link]:
 
 
 def weights(config_: dict, spec_: Spec, w: Weights) -> dict[str, Tensor]:
+    if not (w.has("lm_head.bias") or w.has("cls.predictions.bias")):
+        raise PretrainedError(f"model.safetensors holds no masked-LM head (no lm_head.* or cls.predictions.* "
+                              f"weights): it was saved from AutoModel, which drops the head; save the checkpoint "
+                              f"with {HEAD_CLASSES['encoder']}.from_pretrained(DIR).save_pretrained(DIR)")
     e = "embeddings."
     types = w.take(f"{e}token_type_embeddings.weight")
     table = w.take(f"{e}position_embeddings.weight")[_offset(config_):]
@@ -116,10 +122,6 @@ def weights(config_: dict, spec_: Spec, w: Weights) -> dict[str, Tensor]:
         out["position.table.weight"], out["types.weight"] = table, types
     else:  # one type, added to every token: folded (in the model's dtype, ``Weights``)
         out["position.table.weight"] = table + types[0]
-    if not (w.has("lm_head.bias") or w.has("cls.predictions.bias")):
-        raise PretrainedError(f"model.safetensors holds no masked-LM head (no lm_head.* or cls.predictions.* "
-                              f"weights): it was saved from AutoModel, which drops the head; save the checkpoint "
-                              f"with {HEAD_CLASSES['encoder']}.from_pretrained(DIR).save_pretrained(DIR)")
     head, names = ("lm_head.", ("dense", "layer_norm")) if w.has("lm_head.bias") else (
         "cls.predictions.", ("transform.dense", "transform.LayerNorm"))
     out.update(_pair(w, f"{head}{names[0]}", "head.transform.0"))
