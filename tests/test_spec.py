@@ -111,5 +111,5 @@ def test_choices_cover_every_axis():
     assert set(spec.choices()) == {"pattern", "kernel", "position", "heads", "residual", "depth", "state",
                                    "feed_forward", "objective", "init", "dropout"}
     assert spec.choices()["residual"] in RESIDUALS
-    assert spec.choices()["dropout"] == "0.1 on embedding, sublayer outputs, feed-forward hidden"
+    assert spec.choices()["dropout"] == "0.1 on embedding, sublayer outputs"  # Vaswani et al., section 5.4
     assert members.gpt(dropout=0.0).choices()["dropout"] == "none"

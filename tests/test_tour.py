@@ -91,4 +91,4 @@ def test_tour_names_each_members_recipe():
     assert gpt["embedding"] == "tied, unscaled" and gpt["init"].startswith("normal")
     assert gpt["dropout"] == "0.1 on embedding, attention probabilities, sublayer outputs"
     vanilla = {s.axis: s.choice for s in tour.tour("vanilla")}
-    assert vanilla["embedding"] == "tied, x sqrt(d_model), learned logit scale" and vanilla["init"] == "torch"
+    assert vanilla["embedding"] == "tied, x sqrt(d_model)" and vanilla["init"] == "torch"

@@ -84,17 +84,18 @@ def _register(name: str, paper: str, preset: dict, doc: str, at_context=None, ki
 
 def own_depth(preset: dict, overrides: dict) -> dict:
     """``preset`` with its own ``pattern.per_layer`` resampled to the depth the ``overrides`` give
-    (``axis__field`` or axis-dict keys), unless they give the pattern or its list themselves."""
+    (``axis__field`` or axis-dict keys), unless they give the list or another pattern."""
     flat = {k.replace("__", "."): v for k, v in overrides.items()}
-    n = flat.get("depth.n_layers", (flat.get("depth") or {}).get("n_layers") if isinstance(flat.get("depth"), dict)
-                 else None)
-    pattern = flat.get("pattern")
-    if n is None or not isinstance(n, int) or not preset.get("pattern", {}).get("per_layer") \
-            or "pattern.per_layer" in flat or "pattern.name" in flat \
-            or isinstance(pattern, dict) and ("per_layer" in pattern or "name" in pattern):
+    depth, pattern = flat.get("depth"), flat.get("pattern")
+    n = flat.get("depth.n_layers", depth.get("n_layers") if isinstance(depth, dict) else None)
+    given = dict(pattern) if isinstance(pattern, dict) else {}
+    given.update({k.split(".", 1)[1]: v for k, v in flat.items() if k.startswith("pattern.")})
+    own = preset.get("pattern", {})
+    if not isinstance(n, int) or not own.get("per_layer") or "per_layer" in given \
+            or given.get("name", own.get("name")) != own.get("name"):
         return preset
     out = copy.deepcopy(preset)
-    out["pattern"]["per_layer"] = follow_depth(out["pattern"].get("per_layer", []), n)
+    out["pattern"]["per_layer"] = follow_depth(out["pattern"]["per_layer"], n)
     return out
 
 
