@@ -287,12 +287,13 @@ def test_a_checkpoint_with_a_corrupt_vocabulary_is_skipped(paths, tmp_path, caps
     assert f"skipping {newest}" in err and "vocabulary cannot be read" in err
 
 
-def test_spec_of_a_200_byte_config_with_1e8_layers_is_refused_at_once(paths, tmp_path):
+def test_a_200_byte_config_with_1e8_layers_is_refused_at_once_and_its_spec_still_read(paths, tmp_path):
     import time
 
-    from tfamily.pretrained import PretrainedError, spec_of
+    from tfamily.pretrained import PretrainedError, from_pretrained, spec_of
     d = _config(_copy(paths, tmp_path, "gpt2"), n_layer=100_000_000)
+    assert spec_of(d).depth.n_layers == 100_000_000  # a description: nothing is built
     t = time.perf_counter()
     with pytest.raises(PretrainedError, match="cannot fit"):
-        spec_of(d)
+        from_pretrained(d)
     assert time.perf_counter() - t < 5
