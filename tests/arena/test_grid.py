@@ -215,7 +215,8 @@ def test_a_parameter_count_past_ten_percent_is_trained_marked_when_allowed(tmp_p
             "--speed-rounds", "0", "--out", str(tmp_path)]
     # refused without the flag: tests/test_catalogue_grids.py
     assert cli.main([*argv, "--allow-param-mismatch"]) == 0
-    assert "gpt has" in capsys.readouterr().err  # said when it starts
+    err = capsys.readouterr().err
+    assert "gpt has" in err and "† params (d_ff " in err  # said when it starts, marked on its line
     board = {r["member"]: r for r in json.loads((tmp_path / "leaderboard.json").read_text())}
     assert board["llama"]["params_off"] is None and board["gpt"]["params_off"] > 0.3
     page = (tmp_path / "leaderboard.md").read_text()

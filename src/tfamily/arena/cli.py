@@ -195,7 +195,8 @@ def _run(args) -> int:
         trained = trained or what != "skipped"
         print(f"[{k}/{len(mine)}] {cell.task} {cell.member}{lr} seed {cell.seed}: {what}, test "
               f"{table.score(row)}{'%' if row.get('metric', 'acc') == 'acc' else ''}, {row['steps']} steps, "
-              f"{row['train_s']:.1f} s, {row['params']:,} params (d_ff {row['d_ff']})", file=sys.stderr, flush=True)
+              f"{row['train_s']:.1f} s, {row['params']:,}{table.MARK if row.get('params_off') is not None else ''} "
+              f"params (d_ff {row['d_ff']})", file=sys.stderr, flush=True)
     wanted = {(c.task, c.member, c.seed, s.lr_of(c)) for c in cells}
     done = table.collect([args.out], keep=lambda r: (r["task"], r["member"], r["seed"], r.get("lr", s.lr)) in wanted)
     timed = (Path(args.out) / "speed.json").is_file()
