@@ -129,15 +129,24 @@ class Parser(ArgumentParser):
     def _intermixed(self, args: list[str]) -> list[str]:
         """``args`` with the innermost command's positionals moved after its options, so
         ``train -c tiny model.d_model=64 --steps 10 train.lr=1e-3`` parses: argparse (and
-        jsonargparse) take a positional list only in one piece."""
+        jsonargparse) take a positional list only in one piece. An option given under its old and
+        its new name (``--steps 3 --max-steps 5``) is refused here: argparse kept the last one."""
         if "--" in args:
             return args
-        parser, i, moved, kept = self, 0, [], []
+        from .options import same_setting
+        parser, i, moved, kept, given = self, 0, [], [], {}
         while i < len(args):
             token = args[i]
             if token.startswith("-") and len(token) > 1:
                 name = token.split("=", 1)[0]
                 action = parser._option_string_actions.get(name)
+                if action is not None:
+                    value = token.split("=", 1)[1] if "=" in token else " ".join(args[i + 1:i + 2])
+                    for other, (old, old_value) in given.items():
+                        if new := same_setting(action, other):
+                            parser.error(f"{old} {old_value} and {name} {value} set the same thing (an old "
+                                         f"name of {new} and {new} itself); give only {new}")
+                    given[action] = (name, value)
                 kept.append(token)
                 i += 1
                 if action is None or "=" in token:
@@ -159,6 +168,7 @@ class Parser(ArgumentParser):
             commands = parser._commands
             if commands is not None and not moved and token in commands.action._name_parser_map:
                 kept.append(token)
+                given = {}
                 parser = commands.action._name_parser_map[token]
                 parser.materialize()
             else:
@@ -294,8 +304,10 @@ def _members(args) -> int:
     if args.names:
         print("\n\n".join(tour.render(r["name"]) for r in rows))
         return 0
+    # widths from the rows themselves: a fixed width let long names push their row out of line
+    wn, wm = (max(len(r[k]) for r in rows) for k in ("name", "model"))
     for r in rows:
-        print(f"{r['name']:<20} {r['model']:<16} {r['paper']}")
+        print(f"{r['name']:<{wn}}  {r['model']:<{wm}}  {r['paper']}")
         print("    " + ", ".join(f"{k}={v}" for k, v in r["choices"].items()))
     return 0
 
@@ -357,6 +369,14 @@ def make_parser(commands=None) -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     command = next((a for a in argv if not a.startswith("-")), None)
+    if command is not None and command not in COMMANDS:
+        # argparse would print the top help and exit 0 for `tfamily nosuch --help`
+        import difflib
+        near = difflib.get_close_matches(command, COMMANDS, n=1)
+        hint = f"did you mean `tfamily {near[0]}`? " if near else ""
+        print(f"tfamily: error: unknown command {command!r}; {hint}the commands are {', '.join(COMMANDS)} "
+              f"(see `tfamily --help`)", file=sys.stderr)
+        return 2
     parser = make_parser([command] if command in COMMANDS else [])
     args = parser.parse(argv)
     if not getattr(args, "func", None):
@@ -372,8 +392,10 @@ def main(argv: list[str] | None = None) -> int:
             raise
         print(f"tfamily {args.command}: error: {message}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
-        print(f"tfamily {args.command}: interrupted", file=sys.stderr)
+    except KeyboardInterrupt as e:
+        from .interrupt import Interrupted
+        hint = f"; {e}" if isinstance(e, Interrupted) else ""
+        print(f"tfamily {args.command}: interrupted{hint}", file=sys.stderr)
         return 130
 
 

@@ -21,6 +21,30 @@ import sys
 import threading
 
 GRACE_S = 5.0
+
+
+class Interrupted(KeyboardInterrupt):
+    """Ctrl-C during a run, carrying what to type to continue it (the CLI prints it)."""
+
+
+@contextlib.contextmanager
+def resumable(run_dir, command: str):
+    """Turn a Ctrl-C inside the block into ``Interrupted`` naming the newest checkpoint of
+    ``run_dir()`` (a callable: the directory may be known only once the block ran) and
+    ``command DIR``, the command that continues from it."""
+    try:
+        yield
+    except Interrupted:
+        raise
+    except KeyboardInterrupt as e:
+        from .train.checkpoint import step_dirs
+        where = run_dir()
+        found = step_dirs(where / "checkpoints") if where is not None else []
+        if found:
+            hint = f"the last checkpoint is step {found[0][0]} in {where}; continue with `{command} {where}`"
+        else:
+            hint = f"no checkpoint was written yet in {where}; run the same command again to start over"
+        raise Interrupted(hint) from e
 _state = {"deferring": False, "pending": False, "timer": None}
 
 

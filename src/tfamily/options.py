@@ -50,6 +50,15 @@ def renamed(parser: argparse.ArgumentParser, new: str, *old: str) -> None:
                             help=argparse.SUPPRESS, **same)
 
 
+def same_setting(a: argparse.Action, b: argparse.Action) -> str | None:
+    """The new name where two distinct options are one setting under an old and a new name
+    (``--max-steps`` and ``--steps``: given both, the last one silently won), else None."""
+    if a is b or a.dest != b.dest or not (isinstance(a, _Renamed) or isinstance(b, _Renamed)):
+        return None
+    new = b if isinstance(a, _Renamed) else a
+    return (new.target if isinstance(new, _Renamed) else new).option_strings[-1]
+
+
 def deprecated(parser: argparse.ArgumentParser) -> dict[str, str]:
     """``{old: new}`` for every renamed option of ``parser``."""
     return {name: a.target.option_strings[-1] for a in parser._actions if isinstance(a, _Renamed)

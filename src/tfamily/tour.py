@@ -151,6 +151,18 @@ CITATIONS: dict[str, str] = {
     "Seq2Seq": "Vaswani et al. 2017, section 3: teacher-forced next-token cross-entropy on the target",
 }
 
+# A recurrent language model is built from the same LanguageModel, CausalLM and Dropout classes as
+# GPT, so citations keyed by class alone quoted GPT's equations for it; these are its own.
+RECURRENT_LM_CITATIONS: dict[str, str] = {
+    "LanguageModel": "Mikolov et al. 2010, section 2: s(t) = f(U w(t) + W s(t-1)), y(t) = softmax(V s(t)); "
+                     "Zaremba et al. 2014, section 3 stacks L layers, h_t^l = cell(h_t^{l-1}, h_{t-1}^l) "
+                     "(an LSTM there), the prediction read from h_t^L",
+    "CausalLM": "Mikolov et al. 2010, section 2: y(t) is P(w(t+1) | w(t), s(t-1)), trained by cross-entropy "
+                "on the next word",
+    "Dropout": "Zaremba et al. 2014, section 3.2: dropout on the non-recurrent connections only, "
+               "h_t^l = LSTM(D(h_t^{l-1}), h_{t-1}^l)",
+}
+
 _YEAR = re.compile(r"\b(19|20)\d\d\b")
 
 
@@ -167,7 +179,9 @@ class Stop:
         return f"{self.cls.__module__}.{self.cls.__qualname__}"
 
 
-def cite(cls: type) -> str:
+def cite(cls: type, recurrent_lm: bool = False) -> str:
+    if recurrent_lm and cls.__qualname__ in RECURRENT_LM_CITATIONS:
+        return RECURRENT_LM_CITATIONS[cls.__qualname__]
     if cls.__qualname__ in CITATIONS:
         return CITATIONS[cls.__qualname__]
     for doc in (cls.__doc__, inspect.getmodule(cls).__doc__):
@@ -242,10 +256,11 @@ def tour(member: str | Spec) -> list[Stop]:
         ", learned logit scale" if spec.logit_scale and spec.tie_embeddings else "")
     choices = {"model": spec.model, "embedding": embedding, **spec.choices()}
     parts = {**_parts(model), "init": [init_scheme(spec)], "dropout": [nn.Dropout()]}
+    recurrent_lm = isinstance(model, LanguageModel) and isinstance(model.stack, RecurrentStack)
     stops = []
     for axis, objs in parts.items():
         for cls in dict.fromkeys(type(o) for o in objs):
-            stops.append(Stop(axis, str(choices[axis]), cls, cite(cls)))
+            stops.append(Stop(axis, str(choices[axis]), cls, cite(cls, recurrent_lm)))
     return stops
 
 

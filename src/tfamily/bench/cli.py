@@ -41,11 +41,12 @@ def _exists(module: str) -> bool:
 
 
 def first_doc_line(module: str) -> str | None:
-    """The first line of ``module``'s docstring, read from its source without importing it (most
-    benchmark modules import torch, which `tfamily bench --help` does without)."""
+    """The first paragraph of ``module``'s docstring on one line, read from its source without
+    importing it (most benchmark modules import torch, which `tfamily bench --help` does without).
+    The paragraph, not its first line: a line ends mid-phrase, a paragraph at a sentence."""
     origin = importlib.util.find_spec(module).origin
     doc = ast.get_docstring(ast.parse(open(origin, encoding="utf-8").read()))
-    return doc.strip().splitlines()[0] if doc else None
+    return " ".join(doc.strip().split("\n\n")[0].split()) if doc else None
 
 
 def _declare(module: str, parser) -> None:

@@ -178,8 +178,13 @@ def _train(args) -> int:
 def _train_run(args, rl_config, train) -> dict:
     from ..train.rundir import pause_point
     pause_point("args")  # test hook: a second process racing for the run directory (tests/rl/test_faults.py)
+    from pathlib import Path
+
+    from ..interrupt import resumable
+    from ..train.checkpoint import resolve
     if args.resume:
-        return train(resume=args.resume, overrides=_resume_overrides(args))
+        with resumable(lambda: resolve(args.resume).parent.parent, "tfamily rl train --resume"):
+            return train(resume=args.resume, overrides=_resume_overrides(args))
     if not args.env or args.steps is None:
         raise ValueError("rl train needs --env ENV and --steps N (or --resume DIR)")
     settings, torso = _shared(args)
@@ -188,7 +193,8 @@ def _train_run(args, rl_config, train) -> dict:
     cfg = rl_config(args.env, args.member or "gtrxl", args.steps, seed=args.seed or 0, out=args.out,
                     lr=_given(args, "lr"), time_budget=args.time, torso=torso, settings=settings,
                     progress=not args.no_progress, ckpt_every=args.ckpt_every)
-    return train(cfg)
+    with resumable(lambda: Path(cfg.train.out), "tfamily rl train --resume"):
+        return train(cfg)
 
 
 def _given(args, name: str):

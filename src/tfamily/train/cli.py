@@ -12,6 +12,7 @@ import argparse
 import json
 import math
 import os
+import re
 import sys
 import tempfile
 from pathlib import Path
@@ -82,7 +83,8 @@ def add_parser(sub) -> None:
     p.add_argument("--tokens", type=int, default=500,
                    help="how many tokens to generate (at most 1000000 per call; write longer text in parts)")
     p.add_argument("--stop", action="append", default=[], metavar="STR",
-                   help="end a prompt's text where it reaches STR (left out); repeatable")
+                   help="end a prompt's text where it reaches STR (left out); \\n, \\t and \\\\ are a newline, a "
+                        "tab and a backslash, as in --stop '\\n\\n'; repeatable")
     p.add_argument("--temperature", type=float, default=0.8)
     p.add_argument("--top-k", type=int)
     p.add_argument("--top-p", type=float)
@@ -184,8 +186,13 @@ def _train(args) -> int:
         cfg = load(args.config, overrides, base={"size": "auto"})  # a config file or --size decides first
         if int(os.environ.get("RANK", "0")) == 0:
             check_out(cfg.train.out)
+    from ..interrupt import resumable
+    from .checkpoint import resolve
+    run_dir = (lambda: resolve(args.resume).parent.parent) if args.resume else (
+        lambda: Path(cfg.train.out or f"runs/train/{cfg.run_name}"))
     try:
-        result = loop.train(cfg, data_dir=args.data_dir, resume=args.resume)
+        with resumable(run_dir, "tfamily train --resume"):
+            result = loop.train(cfg, data_dir=args.data_dir, resume=args.resume)
     except loop.NonFiniteLoss as e:
         print(f"tfamily train: stopped: {e}", file=sys.stderr)
         return 3
@@ -217,6 +224,15 @@ def _eval(args) -> int:
     return 0
 
 
+_ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "\\": "\\"}
+
+
+def unescape(text: str) -> str:
+    """``--stop "\\n"``: a shell passes backslash-n, which users mean as a newline (as ``printf`` and
+    ``echo -e`` read it); any other backslash stays as typed."""
+    return re.sub(r"\\([ntr\\])", lambda m: _ESCAPES[m.group(1)], text)
+
+
 def _generate(args) -> int:
     from .sample import load_trained, sample_text, stream_text
     prompts = args.prompt or [""]
@@ -224,7 +240,7 @@ def _generate(args) -> int:
         raise ValueError(f"--threads must be >= 1, got {args.threads}")
     tr = load_trained(args.checkpoint, args.device)
     kw = dict(temperature=args.temperature, top_k=args.top_k, top_p=args.top_p, greedy=args.greedy, seed=args.seed,
-              stop=args.stop, threads=args.threads)
+              stop=[unescape(s) for s in args.stop], threads=args.threads)
     if len(prompts) > 1:
         print("\n\n".join(p + t for p, t in zip(prompts, sample_text(tr, prompts, args.tokens, **kw))))
         return 0

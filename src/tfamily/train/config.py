@@ -316,6 +316,9 @@ def parse_overrides(items: list[str]) -> dict[str, Any]:
         if key.split(".")[0] not in SECTIONS:
             raise ValueError(f"override key {key!r} must start with one of {', '.join(SECTIONS)} "
                              f"(e.g. model.d_model=256, train.lr=1e-3, data.corpus=kjv)")
+        if not value.strip():  # YAML reads nothing as null: `key=''` in a shell silently unset the key
+            raise ValueError(f"override {item!r} has no value (a shell turns {key}='' into that); give a "
+                             f"value, or {key}=null to unset it")
         out[key] = parse_value(value)
     return out
 
