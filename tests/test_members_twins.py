@@ -136,3 +136,16 @@ def test_members_diff_names_the_fields_and_their_sources(capsys):
     assert "init" not in out.split("\n", 1)[1]  # both take the decoder base's init
     assert cli.main(["members", "gpt", "--diff", "gpt"]) == 0
     assert "differ in 0 spec fields" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("name", WITH_ATTENTION)
+def test_attention_only_is_the_base_with_the_members_attention(name):
+    """What the arena trains by default: the member's attention changes on the base recipe."""
+    m = members.REGISTRY[name]
+    spec = _user_spec(name, m.attention_only())
+    own = [c for c in m.changes if c.attention]
+    want = members._compose(m.base, m.sizes, tuple(own))
+    for axis in ("pattern", "kernel"):  # the member's context rule scales its own pattern at 64
+        want[axis] = spec.to_dict()[axis]
+    assert _body(spec) == _body(_expected(name, want))
+    assert spec.pattern.name == m.make().pattern.name and spec.kernel.name == m.make().kernel.name

@@ -55,6 +55,27 @@ class Member:
                     {rest: b[head].get(rest, False)} if rest else {"name": b[head]["name"]})
         return out
 
+    def attention_only(self) -> dict:
+        """The overrides (nested, as a config's ``model``) that set each of this member's changes other
+        than attention back to the base's: the member's attention on the base recipe, what a controlled
+        comparison trains (LRA's protocol). The vocabulary stays the data's."""
+        b = Spec.from_dict({"member": "base", **base(self.base)}).to_dict() if self.base else {}
+        out: dict = {}
+        for c in self.changes:
+            if c.attention or c.key in ("vocab_size", "state.mem_len"):  # sizes: the data's, the run's
+                continue
+            head, _, rest = c.key.partition(".")
+            if not rest:  # an axis: the base's choice and its params; its sizes stay the run's
+                out[head] = ({k: copy.deepcopy(b[head][k]) for k in ("name", "params")} if isinstance(b[head], dict)
+                             else b[head])
+                continue
+            node, src = out.setdefault(head, {}), b[head]
+            *path, last = rest.split(".")
+            for part in path:
+                node, src = node.setdefault(part, {}), src[part]
+            node[last] = copy.deepcopy(src.get(last))
+        return out
+
     def twin(self) -> dict:
         """The base with this member's sizes and its changes other than attention: what ``dense``
         must build."""
