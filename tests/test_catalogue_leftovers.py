@@ -131,3 +131,61 @@ def test_stop_backslash_n_means_a_newline(run, capsys):
     full = capsys.readouterr().out
     assert "\n" in full[1:-1], "the sample has no newline to stop at; pick another seed"
     assert stopped == full[: full.index("\n", 1)] + "\n", (stopped, full)
+
+
+def test_labels_map_through_a_dict_and_a_class_per_row_is_refused(tmp_path, capsys):
+    ids = tmp_path / "ids.csv"
+    ids.write_text("text,label\n" + "".join(f"review {i},{i}\n" for i in range(200)))
+    _refused(capsys, ["train", *LM, "--steps", "1", f"data.corpus={ids}", "--out", str(tmp_path / "r")],
+             ["ids.csv", "200 distinct values in 200 rows", "'label'"])
+
+
+@pytest.mark.parametrize("name, text, words", [
+    ("empty.csv", "", ["empty.csv", "no data rows", "header only", "text,label"]),
+    ("header.csv", "text,label\n", ["header.csv", "no data rows", "header only"]),
+    ("empty.jsonl", "", ["empty.jsonl", "no data rows"]),
+    ("object.jsonl", '{"text": "a", "label": {"x": 1}}\n{"text": "b", "label": {"x": 2}}\n',
+     ["object.jsonl row 1", "{'x': 1}", "JSON object", '"label": "pos"']),
+    ("list.jsonl", '{"text": "a", "label": [1]}\n{"text": "b", "label": [2]}\n', ["list.jsonl row 1", "JSON list"]),
+])
+def test_a_labelled_file_without_rows_or_with_object_labels_is_refused(name, text, words, tmp_path, capsys):
+    (tmp_path / name).write_text(text)
+    err = _refused(capsys, ["train", *LM, "--steps", "1", f"data.corpus={tmp_path / name}", "--out",
+                            str(tmp_path / "r")], words)
+    assert "one label ([])" not in err
+
+
+def test_a_checkpoint_whose_vocabulary_does_not_fit_its_model_is_refused(run, tmp_path, capsys):
+    import json
+    import shutil
+    bad = tmp_path / "bad"
+    shutil.copytree(run, bad)
+    (meta_path,) = bad.glob("checkpoints/step-*/meta.json")
+    meta = json.loads(meta_path.read_text())
+    chars = meta["vocab"]["chars"]
+    extra = "".join(c for c in "0123456789#%()*+/<=>@[]^_{|}~" if c not in chars)
+    meta["vocab"]["chars"] = "".join(sorted(chars + extra))
+    meta_path.write_text(json.dumps(meta))
+    for argv in (["generate", str(bad), "--tokens", "4"], ["eval", str(bad), "--max-tokens", "64"]):
+        _refused(capsys, argv, [str(meta_path), "more than the model's 65 embedding rows", "restore the meta.json"])
+
+
+def test_eval_json_of_an_xl_run_reports_the_memory_it_used(tmp_path, capsys):
+    import json
+    out = tmp_path / "xl"
+    assert cli.main(["train", *LM, "member=transformer_xl", "model.state.mem_len=24", "--steps", "1",
+                     "--out", str(out)]) == 0
+    for extra, used in (([], 24), (["--mem-len", "8"], 8)):
+        capsys.readouterr()
+        assert cli.main(["eval", str(out), "--json", "--max-tokens", "128", *extra]) == 0
+        assert json.loads(capsys.readouterr().out)["mem_len"] == used
+
+
+def test_a_reused_out_after_an_aborted_run_drops_the_old_tensorboard_events(tmp_path):
+    out = tmp_path / "r"
+    (out / "tb").mkdir(parents=True)
+    old = out / "tb" / "events.out.tfevents.1.old.0"
+    old.write_bytes(b"old curve")
+    assert cli.main(["train", *LM, "train.tensorboard=true", "--steps", "1", "--out", str(out)]) == 0
+    events = list((out / "tb").glob("events.out.tfevents.*"))
+    assert not old.exists() and len(events) == 1, events

@@ -71,6 +71,11 @@ class Logger:
             return
         self.train = CSVLog(run_dir / "train.csv", TRAIN_FIELDS + list(self.extra_fields), resume_step)
         self.eval = CSVLog(run_dir / "eval.csv", EVAL_FIELDS, resume_step)
+        if resume_step is None:
+            # A fresh run reuses only a directory without checkpoints (an aborted run's): its event
+            # files would draw the old curve under the new one, as the CSVs above start afresh.
+            for old in (run_dir / "tb").glob("events.out.tfevents.*"):
+                old.unlink()
         if tensorboard:
             from torch.utils.tensorboard import SummaryWriter
             self.tb = SummaryWriter(str(run_dir / "tb"), purge_step=None if resume_step is None else resume_step + 1)

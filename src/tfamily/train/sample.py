@@ -61,6 +61,10 @@ def load_trained(path: str | Path, device: str = "auto") -> Trained:
     ck.load_weights(model, dev)
     merge(model).eval()
     vocab = vocab_from_json(ck.meta["vocab"]) if ck.meta.get("vocab") else None
+    if vocab is not None and vocab.size > spec.vocab_size:  # fewer is fine: padded embedding tables
+        raise ValueError(f"{ck.path / 'meta.json'}: its vocabulary has {vocab.size} tokens, more than the model's "
+                         f"{spec.vocab_size} embedding rows, so its ids do not mean what the model learned; the "
+                         f"vocabulary is not this model's: restore the meta.json the run wrote (or retrain)")
     return Trained(model, spec, ck.meta, vocab, ck.path)
 
 
@@ -114,6 +118,8 @@ def evaluate_trained(tr: Trained, *, split: str = "val", max_tokens: int | None 
                      device=dev, precision=run_precision(tr.meta, precision, dev), carries=task.carries_state,
                      mem_len=mem_len, metrics=task.eval_metrics)
     wall = time.perf_counter() - t0
+    if mem_len is None and task.carries_state and tr.spec.state.name == "xl_memory":
+        mem_len = tr.spec.state.mem_len  # the memory the model was built with, which evaluate() used
     return {"member": cfg.member, "name": cfg.run_name, "params": sum(p.numel() for p in tr.model.parameters()),
             "steps": tr.meta["step"], "tokens": tr.meta["tokens"], "wall_s": wall,
             "tokens_per_s": e["tokens"] / max(wall, 1e-9), "threads": used,
