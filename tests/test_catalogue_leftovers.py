@@ -189,3 +189,62 @@ def test_a_reused_out_after_an_aborted_run_drops_the_old_tensorboard_events(tmp_
     assert cli.main(["train", *LM, "train.tensorboard=true", "--steps", "1", "--out", str(out)]) == 0
     events = list((out / "tb").glob("events.out.tfevents.*"))
     assert not old.exists() and len(events) == 1, events
+
+
+# -- messages that point the right way ------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def hf_dir(tmp_path_factory) -> Path:
+    """A small GPT-2 directory as transformers writes it, without a tokenizer.json."""
+    import torch
+
+    from tfamily import members
+    from tfamily.build import build
+    from tfamily.pretrained.hf import export_hf
+    torch.manual_seed(0)
+    spec = members.get("gpt")().override({"d_model": 16, "heads.n_heads": 2, "depth.n_layers": 1, "vocab_size": 40,
+                                          "position.max_len": 32})
+    out = tmp_path_factory.mktemp("hf") / "gpt2"
+    export_hf(build(spec), out)
+    return out
+
+
+def test_generate_on_a_conversion_without_a_tokenizer_names_the_missing_file(hf_dir, tmp_path, capsys):
+    assert cli.main(["convert", str(hf_dir), "--out", str(tmp_path / "conv")]) == 0
+    err = _refused(capsys, ["generate", str(tmp_path / "conv"), "--tokens", "4"],
+                   [str(hf_dir.resolve()), "no tokenizer.json", "copy the model's tokenizer.json",
+                    f"tfamily convert {hf_dir.resolve()} --out"])
+    assert "synthetic task" not in err
+
+
+def test_convert_refuses_a_missing_corpus_file_now_not_at_eval(hf_dir, tmp_path, capsys):
+    _refused(capsys, ["convert", str(hf_dir), "--out", str(tmp_path / "conv"), "--corpus", "missing.txt"],
+             ["--corpus missing.txt", "no such file", "tinyshakespeare", "existing text file"])
+    assert not (tmp_path / "conv").exists()
+
+
+def test_resume_with_init_from_is_refused_not_ignored(run, capsys):
+    # the run went on from its own weights, or said "resume without model overrides" with none given
+    err = _refused(capsys, ["train", "--resume", str(run), "--init-from", str(run), "--steps", "4"],
+                   ["--resume continues the run from its own weights", f"--init-from {run}",
+                    "drop --init-from", "--out NEW_DIR"])
+    assert "without model overrides" not in err
+
+
+def test_resume_with_other_lora_settings_is_refused_before_torch_size_mismatch(run, capsys):
+    err = _refused(capsys, ["train", "--resume", str(run), "train.lora.rank=4", "--steps", "4"],
+                   ["LoRA settings (none)", "train.lora.rank=4", "drop train.lora.rank", "--init-from RUN"])
+    assert "size mismatch" not in err
+
+
+@pytest.mark.parametrize("env, words", [
+    ("LunarLander-v3", ["'LunarLander-v3'", "Box2D", 'pip install swig "gymnasium[box2d]"']),
+    ("phys2d/CartPole-v1", ["'phys2d/CartPole-v1'", "jax", 'pip install "gymnasium[jax]"']),
+    ("Hopper-v3", ["'Hopper-v3'", "mujoco-py", "Hopper-v5", 'pip install "gymnasium[mujoco]"']),
+])
+def test_an_environment_whose_dependency_is_missing_is_one_line_with_the_pip_command(env, words, tmp_path, capsys):
+    import importlib.util
+    needs = {"LunarLander-v3": "Box2D", "phys2d/CartPole-v1": "jax", "Hopper-v3": "mujoco_py"}[env]
+    if importlib.util.find_spec(needs) is not None:
+        pytest.skip(f"{needs} is installed here")
+    _refused(capsys, ["rl", "train", "--env", env, "--steps", "4096", "--out", str(tmp_path / "r")], words)

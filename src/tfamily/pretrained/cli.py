@@ -39,6 +39,21 @@ def _convert(args) -> int:
     return 0
 
 
+def _corpus(corpus: str | None) -> str | None:
+    """``--corpus`` as `tfamily eval` will read it: a known name, or an existing file by its absolute
+    path (eval may run from another directory). Checked now: a missing file was written into the
+    run and refused only by a later `tfamily eval`."""
+    from ..data.corpora import CORPORA
+    if corpus is None or corpus in CORPORA:
+        return corpus
+    path = Path(corpus).expanduser()
+    if not path.is_file():
+        raise ValueError(f"--corpus {corpus}: " + ("no such file" if not path.exists() else "not a regular file")
+                         + f" and not a known corpus ({', '.join(sorted(CORPORA))}); pass one of those names or "
+                         f"an existing text file (the corpus `tfamily eval` scores the model on)")
+    return str(path.resolve())
+
+
 def convert(src: str | Path, out: str | Path, *, dtype: str = "fp32", corpus: str | None = "tinyshakespeare",
             seq_len: int | None = None) -> Path:
     """Write the checkpoint directory ``src`` as the run directory ``out``; returns the checkpoint."""
@@ -52,6 +67,7 @@ def convert(src: str | Path, out: str | Path, *, dtype: str = "fp32", corpus: st
     if dtype not in DTYPES:
         raise ValueError(f"dtype must be one of {DTYPES}, got {dtype!r}")
     check_int("--seq-len", seq_len, 1, none=True)
+    corpus = _corpus(corpus)
     src, out = Path(src).expanduser(), Path(out).expanduser()
     if out.exists() and any(out.iterdir()):
         raise FileExistsError(f"--out {out} exists and is not empty; pick a new directory or remove it")

@@ -41,7 +41,12 @@ def check_env(env_id: str) -> gym.Env:
         close = difflib.get_close_matches(env_id, ids, n=5, cutoff=0.5)
         hint = f"close matches: {', '.join(close)}" if close else "e.g. popgym-RepeatFirstEasy-v0, CartPole-v1"
         raise ValueError(f"unknown environment id {env_id!r}; {hint}")
-    env = gym.make(env_id, disable_env_checker=True)
+    if _mujoco_py(env_id):  # before make(), whose "out of date" warning would be a second line
+        raise ValueError(missing_dependency(env_id, None))
+    try:
+        env = gym.make(env_id, disable_env_checker=True)
+    except (gym.error.DependencyNotInstalled, ImportError) as e:  # a traceback from deep inside gymnasium
+        raise ValueError(missing_dependency(env_id, e)) from None
     space = env.action_space
     if isinstance(space, gym.spaces.Box):
         env.close()
@@ -52,6 +57,37 @@ def check_env(env_id: str) -> gym.Env:
         raise ValueError(f"{env_id} has action space {space}: not supported yet "
                          f"(tfamily rl acts in Discrete action spaces)")
     return env
+
+
+# gymnasium's env folders -> (the package they need, the pip command of gymnasium's extra for it)
+_EXTRAS = {"box2d": ("Box2D", 'pip install swig "gymnasium[box2d]"'),
+           "mujoco": ("MuJoCo", 'pip install "gymnasium[mujoco]"'),
+           "phys2d": ("jax", 'pip install "gymnasium[jax]"'), "tabular": ("jax", 'pip install "gymnasium[jax]"'),
+           "functional": ("jax", 'pip install "gymnasium[jax]"'),
+           "classic_control": ("pygame", 'pip install "gymnasium[classic-control]"'),
+           "toy_text": ("pygame", 'pip install "gymnasium[toy-text]"')}
+
+
+def _mujoco_py(env_id: str) -> bool:
+    """Hopper-v3 and the other v2/v3 MuJoCo ids: registered to a function that raises."""
+    entry = gym.spec(env_id).entry_point
+    return callable(entry) and "mujoco_py" in entry.__name__
+
+
+def missing_dependency(env_id: str, e: Exception | None) -> str:
+    """One line naming ``env_id``, the package it lacks and the pip command that installs it."""
+    entry = gym.spec(env_id).entry_point
+    if _mujoco_py(env_id):
+        base = env_id.rsplit("-v", 1)[0]
+        return (f"environment {env_id!r} needs mujoco-py, which gymnasium no longer supports (its v2/v3 MuJoCo "
+                f"ids moved to gymnasium-robotics); use {base}-v5 after pip install \"gymnasium[mujoco]\"")
+    folder = next((f for f in _EXTRAS if f".envs.{f}." in str(entry)), None)
+    if folder is not None:
+        package, pip = _EXTRAS[folder]
+    else:
+        package = getattr(e, "name", None) or str(entry).split(".")[0].split(":")[0]
+        pip = f"pip install {package}"
+    return f"environment {env_id!r} needs {package}, which is not installed; {pip}"
 
 
 def episode_seed(seed: int, stream: int, row: int, episode: int) -> int:

@@ -246,6 +246,17 @@ def check_resume(meta: dict, overrides: dict[str, Any]) -> None:
     if overrides.get("train.out") is not None:
         raise ValueError(f"--resume continues in the run's own directory; drop --out/train.out="
                          f"{overrides['train.out']!r} (to branch a run, copy its directory and resume the copy)")
+    if "train.init_from" in overrides:  # ignored before: the run went on from its own weights
+        raise ValueError(f"--resume continues the run from its own weights, not from --init-from "
+                         f"{overrides['train.init_from']}; drop --init-from/train.init_from (to start from those "
+                         f"weights, start a new run: --init-from DIR --out NEW_DIR)")
+    for key in (k for k in overrides if k == "train.lora" or k.startswith("train.lora.")):
+        lora = saved.get("lora") or {}
+        was = lora if key == "train.lora" else lora.get(key.split(".", 2)[2])
+        if overrides[key] != was:  # another rank's adapters do not fit the checkpoint's tensors
+            raise ValueError(f"--resume continues the run with its LoRA settings ({lora or 'none'}), not "
+                             f"{key}={overrides[key]!r}; drop {key} (other adapters need a new run: --init-from "
+                             f"RUN {key}={overrides[key]!r} --out NEW_DIR)")
     if "train.seed" in overrides and overrides["train.seed"] != saved.get("seed"):
         raise ValueError(f"--resume continues with the run's seed {saved.get('seed')}, not "
                          f"{overrides['train.seed']!r}; drop --seed/train.seed (a new seed needs a new run)")

@@ -250,6 +250,11 @@ def _check_text_model(tr: Trained) -> None:
                 "classifier": "a classifier"}.get(tr.spec.model, f"a {tr.spec.model}")
         raise ValueError(f"member {_member(tr)!r} is {what} and cannot continue a prompt; score it with "
                          f"`tfamily eval {tr.path}`, or train a decoder such as gpt to generate")
+    if tr.vocab is None and tr.meta.get("pretrained"):  # `tfamily convert` of a directory without a tokenizer
+        src = tr.meta["pretrained"]
+        raise ValueError(f"{tr.path} was converted from {src}, which has no tokenizer.json, so it has no "
+                         f"vocabulary to read a prompt with; copy the model's tokenizer.json into {src} and run "
+                         f"`tfamily convert {src} --out NEW_DIR` again")
     if tr.vocab is None:
         raise ValueError(f"member {_member(tr)!r} at {tr.path} was trained on a synthetic task, not text; score it "
                          f"with `tfamily eval {tr.path}` (generate needs a text checkpoint)")
