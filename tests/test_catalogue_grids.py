@@ -48,7 +48,7 @@ def _lengths_apart(d: Path) -> None:
 
 
 ROWS = [
-    R(f"arena --members llama gpt {TINY} --length listops=256",
+    R(f"arena --members llama gpt --as-papers {TINY} --length listops=256",
       ["listops: gpt has", "from llama's", "more than 10% apart", "--allow-param-mismatch", "--no-match-params"]),
     R(f"arena --members gpt {TINY} --length listops=24 --flops 1000 --lr 1e-3 2e-3",
       ["--flops 500 (1e+03 over 2 learning rates)", "cannot pay for one training step of gpt", "--flops of at least"]),

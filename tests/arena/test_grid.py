@@ -109,7 +109,7 @@ def test_killed_cell_resumes_where_it_stopped(baseline, tmp_path):
     (["--shard", "3/2"], "--shard 3/2: give i/n with 0 <= i < n"),
     (["--steps", "0"], "--steps must be an integer >= 1, got 0"),
     (["--tasks", "mnist", "--length", "mnist=5"], "--length mnist=5 must divide 28"),
-    (["--members", "transformer_xl"], "member transformer_xl cannot be an arena classifier"),
+    (["--members", "transformer_xl", "--as-papers"], "member transformer_xl cannot be an arena classifier"),
     (["--members", "image_transformer_1d"], "member image_transformer_1d cannot be an arena classifier (its bidir"),
     (["--members", "gpt:encoder"], "member 'gpt:encoder': the only variant is gpt:causal"),
     (["--tasks", "pathfinder", "--length", "pathfinder=4"], "--length pathfinder=4 is the image side"),
@@ -210,7 +210,7 @@ def test_a_learning_rate_sweep_spends_its_share_of_the_flops_budget(tmp_path):
 
 
 def test_a_parameter_count_past_ten_percent_is_trained_marked_when_allowed(tmp_path, capsys):
-    argv = ["arena", "--members", "llama", "gpt", "--tasks", "listops", "--length", "listops=256", "--steps", "2",
+    argv = ["arena", "--members", "llama", "gpt", "--as-papers", "--tasks", "listops", "--length", "listops=256", "--steps", "2",
             "--d-model", "16", "--layers", "1", "--heads", "2", "--batch-size", "4", "--eval-examples", "8",
             "--speed-rounds", "0", "--out", str(tmp_path)]
     # refused without the flag: tests/test_catalogue_grids.py
@@ -221,3 +221,33 @@ def test_a_parameter_count_past_ten_percent_is_trained_marked_when_allowed(tmp_p
     assert board["llama"]["params_off"] is None and board["gpt"]["params_off"] > 0.3
     page = (tmp_path / "leaderboard.md").read_text()
     assert f"{board['gpt']['params']:,}†" in page and "† parameters more than 10%" in page  # the report: test_table
+
+
+def _cell_spec(member: str, base: str):
+    from pathlib import Path as _P
+
+    from tfamily.arena import grid as g
+    from tfamily.train.resolve import make_spec
+    s = g.Settings(d_model=32, n_layers=2, n_heads=2, base=base)
+    cell = g.Cell("listops", member, 0)
+    return make_spec(g.config(cell, s, _P("."), 10), 32, 128)[0]
+
+
+def test_by_default_a_member_brings_only_its_attention_to_gpts_recipe():
+    from tfamily import members
+    gpt = _cell_spec("gpt", "attention")
+    for name in ("longformer", "sparse_transformer_fixed", "reformer"):
+        spec = _cell_spec(name, "attention")
+        differ = {k.split(".")[0] for k, *_ in members.diff_specs(spec, gpt)}
+        assert differ <= {"pattern", "kernel", "heads", "depth"}, (name, differ)
+        assert spec.pattern.name == members.get(name)().pattern.name or name == "reformer"
+    papers = _cell_spec("sparse_transformer_fixed", "papers")
+    assert papers.ff.activation == "gelu_sigmoid" and papers.dropout == 0.4  # its paper's recipe
+    assert _cell_spec("sparse_transformer_fixed", "attention").ff.activation == "gelu_tanh"
+
+
+def test_a_member_without_decoder_attention_is_refused_unless_as_papers(tmp_path, capsys):
+    argv = ["arena", "--members", "gpt", "bert", "--tasks", "listops", "--out", str(tmp_path)]
+    assert cli.main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "bert's base is the encoder recipe" in err and "--as-papers" in err

@@ -11,6 +11,11 @@ language modelling).
 
 The rules every cell follows (enforced by ``grid.config``, the only place a cell's settings are made):
 
+* every member is one base, gpt's recipe (GPT-2's init, embeddings, GELU and dropout sites), with
+  only its own attention (``members.Member.attention_only``: pattern, kernel, shared-QK heads, and the
+  Reformer's reversible depth), LRA's protocol, so a table ranks attention mechanisms and not
+  recipes; the dense baseline is that base (``gpt``). ``--as-papers`` trains each member's full preset
+  instead, and its tables say so; a member whose base is not the decoder's is refused without it;
 * every member runs as its bidirectional encoder, LRA's setting: the member's own pattern at the
   task's length (its context rule first) without the causal restriction (``variants.two_sided``:
   causal -> full, ``causal=False`` for every sparse part, a sliding window halved to each side),

@@ -28,6 +28,10 @@ def add_parser(sub) -> None:
                    help="members to compare, each its bidirectional encoder; NAME:causal runs the decoder as it is")
     p.add_argument("--causal", action="store_true",
                    help="run every member given without a variant as NAME:causal (its own causal pattern)")
+    p.add_argument("--as-papers", action="store_true",
+                   help="train each member's full preset (its paper's recipe); by default every member is gpt's "
+                        "recipe with only its attention (pattern, kernel, shared-QK heads, reversible depth), so "
+                        "the table compares attention alone, as Long Range Arena does")
     p.add_argument("--tasks", nargs="+", default=None, help="listops, mnist, pathfinder, text, match (default listops)")
     p.add_argument("--seeds", type=int, default=None, help="seeds 0..N-1 per (task, member) (default 1)")
     p.add_argument("--steps", nargs="+", default=None, metavar="N|TASK=N",
@@ -134,7 +138,8 @@ def settings(args):
                     d_model=args.d_model, n_layers=args.layers, n_heads=args.heads, batch_size=args.batch_size,
                     lr=args.lr[0], sweep=len(set(args.lr)), warmup=args.warmup, match_params=args.match_params,
                     eval_examples=args.eval_examples, threads=args.threads,
-                    precision=args.precision, device=args.device, ckpt_every=args.ckpt_every)
+                    precision=args.precision, device=args.device, ckpt_every=args.ckpt_every,
+                    base="papers" if getattr(args, "as_papers", False) else "attention")
 
 
 def apply_preset(args) -> None:
@@ -161,6 +166,8 @@ def _run(args) -> int:
     members = [m if ":" in m or not args.causal else f"{m}:{grid.CAUSAL}" for m in args.members]
     cells = grid.grid(members, args.tasks, args.seeds, args.lr)
     grid.check_cells(cells, s)
+    for m in dict.fromkeys(args.members):
+        grid.check_base(m, s.base)
     d_ff, off = grid.match_d_ff(cells, s, args.data_dir)
     grid.check_params(off, args.allow_param_mismatch)
     if s.time is not None:

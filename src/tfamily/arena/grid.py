@@ -70,6 +70,10 @@ class Settings:
     sweep: int = 1                                # learning rates tried: --flops and --time are split evenly among them
     precision: str = "fp32"
     device: str = "cpu"
+    # "attention": every member is gpt's recipe with only its attention changes (pattern, kernel,
+    # shared-QK heads, a reversible depth: ``members.Member.attention_only``), LRA's protocol;
+    # "papers": each member's full preset (``--as-papers``)
+    base: str = "attention"
     ckpt_every: int | None = 50                   # not part of the plan: it changes no number
 
     def length(self, task: str) -> int:
@@ -113,6 +117,22 @@ def split_member(label: str) -> tuple[str, bool]:
     return name, bool(sep)
 
 
+def check_base(label: str, base: str) -> None:
+    """Under the controlled protocol (``Settings.base == "attention"``) a member joins gpt's recipe with
+    its attention: one whose base is not the decoder's has no attention of its own to bring."""
+    from ..members import REGISTRY
+    name, _ = split_member(label)
+    kind = REGISTRY[name].base
+    if base == "attention" and kind == "decoder" and name != "gpt" and not any(c.attention for c in REGISTRY[name].changes):
+        raise ValueError(f"member {name} changes nothing in attention, so on gpt's recipe it would be gpt itself; "
+                         f"drop it, or pass --as-papers to train each member's full preset")
+    if base == "attention" and kind != "decoder":
+        what = f"{name}'s base is the {kind} recipe" if kind else f"{name} is recurrent"
+        raise ValueError(f"member {name}: {what}, so it has no attention change to put on gpt's recipe (its "
+                         f"attention is the dense baseline's); drop it, or pass --as-papers to train each "
+                         f"member's full preset")
+
+
 def check_member(label: str) -> str:
     from ..members import REGISTRY
     name, _ = split_member(label)
@@ -147,6 +167,8 @@ def config(cell: Cell, s: Settings, run_dir: Path, n_classes: int | None, d_ff: 
     from ..train import resolve
     from ..train.config import from_dict
     from ..variants import two_sided
+    from ..members import REGISTRY
+    from ..spec import merge
     member, causal = split_member(cell.member)
     n = tasks.seq_len(cell.task, s.length(cell.task))
     lm = cell.task in tasks.LANGUAGE  # the member's own decoder and objective (causal LM)
@@ -154,6 +176,8 @@ def config(cell: Cell, s: Settings, run_dir: Path, n_classes: int | None, d_ff: 
                           "objective": {"name": "classification", "params": {"n_classes": n_classes}}}
     model = {**kind, "d_model": s.d_model, "depth": {"n_layers": s.n_layers}, "heads": {"n_heads": s.n_heads, "d_head": None},
              "position": {"max_len": n}, **({"ff": {"d_ff": d_ff}} if d_ff else {})}
+    if s.base == "attention":  # the member's attention on gpt's recipe; the shape above wins
+        model = merge(REGISTRY[member].attention_only(), model)
     steps = s.steps_for(cell.task) if steps is None else steps
     if steps is None and s.time is None:
         steps = 1  # --flops alone: a config only built or counted here; run_cell passes the budget's steps
@@ -384,6 +408,6 @@ def _run_locked(cell: Cell, s: Settings, d: Path, data_dir, d_ff: int | None, pe
            "train_loss": result["train_loss"], "train_s": trainer.elapsed,
            "tokens_per_s": result["tokens_per_s"], "peak_mb": peak[0], "stopped": result["stopped"],
            "resumed": resume is not None, "precision": result["precision"], "threads": result["threads"],
-           "device": result["device"]}
+           "device": result["device"], "base": s.base}
     runner.write_json(d / "cell.json", row)
     return row, "resumed" if resume is not None else "ran"

@@ -140,7 +140,7 @@ def summarize(cells: list[dict], speed: list[dict] | None = None) -> list[dict]:
                                                                "train_flops", "tokens_per_s", "peak_mb")},
                "test_acc_std": _spread([c.get("test_acc") for c in cs]),
                "test_bpc_std": _spread([c.get("test_bpc") for c in cs]), "majority_acc": cs[0].get("majority_acc"),
-               "speed_from": "cells", "machine": None}
+               "speed_from": "cells", "machine": None, "base": cs[0].get("base")}
         key = (task, member)
         sweep, flops = sum(c["train_s"] or 0.0 for c in cs), row["train_flops"]
         if key not in best:
@@ -224,8 +224,10 @@ def heading(rows: list[dict]) -> str:
     """A task's title: its name, length, seeds and how it is scored."""
     seeds = sorted({r["seeds"] for r in rows})
     how = "test bits per byte, lower is better" if rows[0].get("metric") == "bpc" else "test accuracy, higher is better"
+    base = {"attention": "; each member's attention on gpt's recipe",
+            "papers": "; each member as its paper (--as-papers)"}.get(rows[0].get("base"), "")
     return (f"{rows[0]['task']} (length {rows[0]['length']}, {'/'.join(map(str, seeds))} "
-            f"seed{'s' if seeds != [1] else ''}; {how})")
+            f"seed{'s' if seeds != [1] else ''}; {how}{base})")
 
 
 def notes(rows: list[dict]) -> list[str]:
