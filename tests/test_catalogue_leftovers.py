@@ -166,8 +166,16 @@ def test_a_checkpoint_whose_vocabulary_does_not_fit_its_model_is_refused(run, tm
     extra = "".join(c for c in "0123456789#%()*+/<=>@[]^_{|}~" if c not in chars)
     meta["vocab"]["chars"] = "".join(sorted(chars + extra))
     meta_path.write_text(json.dumps(meta))
-    for argv in (["generate", str(bad), "--tokens", "4"], ["eval", str(bad), "--max-tokens", "64"]):
-        _refused(capsys, argv, [str(meta_path), "more than the model's 65 embedding rows", "restore the meta.json"])
+    # every reader of a checkpoint: they sampled garbage, scored, resumed and fine-tuned without a word
+    for argv in (["generate", str(bad), "--tokens", "4"], ["eval", str(bad), "--max-tokens", "64"],
+                 ["train", "--resume", str(bad), "--steps", "4"],
+                 ["train", *LM, "--init-from", str(bad), "--steps", "1", "--out", str(tmp_path / "ft")]):
+        capsys.readouterr()
+        assert cli.main(argv) == 2, argv
+        err = capsys.readouterr().err
+        assert "Traceback" not in err
+        for w in (str(meta_path), "93 tokens, more than the model's 65 embedding rows", "restore the meta.json"):
+            assert w in err.strip().splitlines()[-1], (argv, w, err)
 
 
 def test_eval_json_of_an_xl_run_reports_the_memory_it_used(tmp_path, capsys):

@@ -314,10 +314,15 @@ def read_meta(path: Path, verify: bool = True, require: tuple = ()) -> dict:
     if verify and meta.get("vocab") is not None:  # a corrupt tokenizer skips the checkpoint like a corrupt file
         from ..data import vocab_from_json
         try:
-            vocab_from_json(meta["vocab"])
+            size = vocab_from_json(meta["vocab"]).size
         except (ValueError, TypeError, KeyError) as e:
             raise CheckpointError(f"{path / META}: its vocabulary cannot be read ({str(e)[:160]}); the "
                                   f"checkpoint is corrupt") from e
+        rows = (meta.get("spec") or {}).get("vocab_size")
+        if isinstance(rows, int) and size > rows:  # fewer is fine: padded embedding tables
+            raise CheckpointError(f"{path / META}: its vocabulary has {size} tokens, more than the model's {rows} "
+                                  f"embedding rows, so its ids do not mean what the model learned; the checkpoint "
+                                  f"is corrupt: restore the meta.json the run wrote")
     for fname, info in meta["files"].items():
         f = path / fname
         if not f.is_file() or f.stat().st_size != info["bytes"]:

@@ -61,10 +61,6 @@ def load_trained(path: str | Path, device: str = "auto") -> Trained:
     ck.load_weights(model, dev)
     merge(model).eval()
     vocab = vocab_from_json(ck.meta["vocab"]) if ck.meta.get("vocab") else None
-    if vocab is not None and vocab.size > spec.vocab_size:  # fewer is fine: padded embedding tables
-        raise ValueError(f"{ck.path / 'meta.json'}: its vocabulary has {vocab.size} tokens, more than the model's "
-                         f"{spec.vocab_size} embedding rows, so its ids do not mean what the model learned; the "
-                         f"vocabulary is not this model's: restore the meta.json the run wrote (or retrain)")
     return Trained(model, spec, ck.meta, vocab, ck.path)
 
 
