@@ -256,3 +256,8 @@ def test_an_environment_whose_dependency_is_missing_is_one_line_with_the_pip_com
     if importlib.util.find_spec(needs) is not None:
         pytest.skip(f"{needs} is installed here")
     _refused(capsys, ["rl", "train", "--env", env, "--steps", "4096", "--out", str(tmp_path / "r")], words)
+
+
+@pytest.mark.parametrize("argv", [["bench", "nosuch", "--help"], ["rl", "nosuch"], ["repro", "nosuch", "-h"]])
+def test_an_unknown_command_of_a_group_exits_2_naming_it(argv, capsys):
+    _refused(capsys, argv, [f"unknown command {argv[1]!r}", "choose from", f"tfamily {argv[0]} --help"])

@@ -171,6 +171,11 @@ class Parser(ArgumentParser):
                 given = {}
                 parser = commands.action._name_parser_map[token]
                 parser.materialize()
+            elif commands is not None and not moved and parser is not self and not any(
+                    not a.option_strings for a in parser._actions if a is not commands.action):
+                # a group such as `tfamily bench nosuch --help` printed its own help with exit 0
+                names = ", ".join(commands.action._name_parser_map)
+                parser.error(f"unknown command {token!r}; choose from {names}")
             else:
                 moved.append(token)
             i += 1
