@@ -261,3 +261,17 @@ def test_an_environment_whose_dependency_is_missing_is_one_line_with_the_pip_com
 @pytest.mark.parametrize("argv", [["bench", "nosuch", "--help"], ["rl", "nosuch"], ["repro", "nosuch", "-h"]])
 def test_an_unknown_command_of_a_group_exits_2_naming_it(argv, capsys):
     _refused(capsys, argv, [f"unknown command {argv[1]!r}", "choose from", f"tfamily {argv[0]} --help"])
+
+
+def test_a_second_ctrl_c_exit_names_the_resume_command_too(run, monkeypatch, capsys):
+    from tfamily import interrupt
+
+    def exit_(code):
+        raise SystemExit(code)
+    monkeypatch.setattr(interrupt.os, "_exit", exit_)
+    capsys.readouterr()
+    with interrupt.resumable(lambda: run, "tfamily train --resume"):
+        with pytest.raises(SystemExit):
+            interrupt._exit_now()
+    err = capsys.readouterr().err
+    assert "exiting" in err and "step 2" in err and f"`tfamily train --resume {run}`" in err, err

@@ -21,6 +21,7 @@ import sys
 import threading
 
 GRACE_S = 5.0
+_state = {"deferring": False, "pending": False, "timer": None, "hint": None}
 
 
 class Interrupted(KeyboardInterrupt):
@@ -31,25 +32,36 @@ class Interrupted(KeyboardInterrupt):
 def resumable(run_dir, command: str):
     """Turn a Ctrl-C inside the block into ``Interrupted`` naming the newest checkpoint of
     ``run_dir()`` (a callable: the directory may be known only once the block ran) and
-    ``command DIR``, the command that continues from it."""
+    ``command DIR``, the command that continues from it; a second Ctrl-C's exit names them too."""
+    def hint() -> str:
+        from .train.checkpoint import step_dirs
+        where = run_dir()
+        found = step_dirs(where / "checkpoints")
+        if found:
+            return f"the last checkpoint is step {found[0][0]} in {where}; continue with `{command} {where}`"
+        return f"no checkpoint was written yet in {where}; run the same command again to start over"
+
+    _state["hint"] = hint
     try:
         yield
     except Interrupted:
         raise
     except KeyboardInterrupt as e:
-        from .train.checkpoint import step_dirs
-        where = run_dir()
-        found = step_dirs(where / "checkpoints") if where is not None else []
-        if found:
-            hint = f"the last checkpoint is step {found[0][0]} in {where}; continue with `{command} {where}`"
-        else:
-            hint = f"no checkpoint was written yet in {where}; run the same command again to start over"
-        raise Interrupted(hint) from e
-_state = {"deferring": False, "pending": False, "timer": None}
+        try:
+            text = hint()
+        except Exception:  # (the run directory unreadable) the interrupt itself still goes through
+            raise e from None
+        raise Interrupted(text) from e
+    finally:
+        _state["hint"] = None
 
 
 def _exit_now() -> None:
-    sys.stderr.write(f"tfamily: interrupted; clean-up did not finish within {GRACE_S:.0f} s, exiting\n")
+    try:
+        hint = f"; {_state['hint']()}" if _state["hint"] is not None else ""
+    except Exception:  # exiting matters more than the hint
+        hint = ""
+    sys.stderr.write(f"tfamily: interrupted; clean-up did not finish within {GRACE_S:.0f} s, exiting{hint}\n")
     sys.stderr.flush()
     os._exit(130)
 
