@@ -57,9 +57,9 @@ def add_parser(sub) -> None:
                         "reported; --steps are per rate, a --flops or --time budget is split evenly among the rates, "
                         "and the leaderboard's TFLOP and seconds count every rate")
     p.add_argument("--match-params", action=argparse.BooleanOptionalAction, default=True,
-                   help="set each member's d_ff so its parameters are within 10%% of the first member's")
+                   help="set each member's d_ff so its parameters are within 10% of the first member's")
     p.add_argument("--allow-param-mismatch", action="store_true",
-                   help="train a member whose parameters d_ff cannot bring within 10%% of the first member's "
+                   help="train a member whose parameters d_ff cannot bring within 10% of the first member's "
                         "(refused otherwise), marked † in every table")
     p.add_argument("--warmup", type=int, default=None, help="warm-up steps (default: a tenth of --steps)")
     p.add_argument("--eval-examples", type=int, default=256, help="validation and test examples per task")
