@@ -144,7 +144,7 @@ def test_attention_only_is_the_base_with_the_members_attention(name):
     m = members.REGISTRY[name]
     spec = _user_spec(name, m.attention_only())
     own = [c for c in m.changes if c.attention]
-    want = members._compose(m.base, m.sizes, tuple(own))
+    want = members.compose(m.base, m.sizes, tuple(own))
     for axis in ("pattern", "kernel"):  # the member's context rule scales its own pattern at 64
         want[axis] = spec.to_dict()[axis]
     assert _body(spec) == _body(_expected(name, want))
