@@ -3,27 +3,11 @@ with nothing to draw. Each row: one line naming the value and the fix, exit stat
 from __future__ import annotations
 
 import csv
-import importlib.util
 import json
-import sys
 from pathlib import Path
 
 import pytest
-
-
-def _part1():
-    # tests/ is not a package under --import-mode=importlib: load the sibling module by path
-    spec = importlib.util.spec_from_file_location("_catalogue_every_command",
-                                                  Path(__file__).parent / "test_catalogue_every_command.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up there
-    spec.loader.exec_module(module)
-    return module
-
-
-_p1 = _part1()
-R, run_row = _p1.R, _p1.run_row
-
+from catalogue_rows import R, run_row  # loaded by tests/conftest.py
 
 def _run(root: Path, result: dict, train: list[dict], evals: list[dict], config: dict) -> None:
     """A finished run directory as the training loop writes it (result.json, config, the two logs)."""

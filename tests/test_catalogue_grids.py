@@ -3,26 +3,12 @@ budget too small for one step, and `arena merge` of cells that may not share a t
 line naming the value and the fix, exit status 2, before any training."""
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 from pathlib import Path
 
 import pytest
+from catalogue_rows import R, run_row  # loaded by tests/conftest.py
 
-
-def _part1():
-    # tests/ is not a package under --import-mode=importlib: load the sibling module by path
-    spec = importlib.util.spec_from_file_location("_catalogue_every_command",
-                                                  Path(__file__).parent / "test_catalogue_every_command.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up there
-    spec.loader.exec_module(module)
-    return module
-
-
-_p1 = _part1()
-R, run_row = _p1.R, _p1.run_row
 TINY = "--tasks listops --d-model 16 --layers 1 --heads 2 --batch-size 4 --eval-examples 8"
 PLAN = {"task": "listops", "member": "gpt", "seed": 0, "lr": 0.001, "length": 24, "d_model": 16, "n_layers": 1,
         "n_heads": 2, "batch_size": 4, "steps": 4, "time": None, "flops": None, "precision": "fp32", "d_ff": 64}

@@ -3,27 +3,11 @@ and the exit statuses by kind are in test_catalogue_every_command.py). Each row:
 the value and the fix, exit status 2, before any training or timing starts."""
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
 
 import pytest
 
 from tfamily import cli
-
-
-def _part1():
-    # tests/ is not a package under --import-mode=importlib: load the sibling module by path
-    spec = importlib.util.spec_from_file_location("_catalogue_every_command",
-                                                  Path(__file__).parent / "test_catalogue_every_command.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up there
-    spec.loader.exec_module(module)
-    return module
-
-
-_p1 = _part1()
-R, run_row = _p1.R, _p1.run_row
+from catalogue_rows import R, run_row  # loaded by tests/conftest.py
 
 ROWS = [
     # -- repro ------------------------------------------------------------------------------
