@@ -26,6 +26,23 @@ os.environ["TFAMILY_CALIBRATION"] = tempfile.mkdtemp(prefix="tfamily-calibration
 atexit.register(shutil.rmtree, os.environ["TFAMILY_CALIBRATION"], True)
 
 
+def _one_thread_fp32() -> None:
+    """Every width's calibration set to 1 thread, fp32: runs with the default settings then train
+    alike on every CPU and at any load (no test depends on what a calibration would pick, or on a note
+    about the load), and none spends its first seconds timing. tests/train/test_calibrate.py takes its
+    own in a directory of its own."""
+    from tfamily.hardware import cores, cpu_model
+    from tfamily.train import calibrate as cal
+    width = cal.WIDTHS[0]
+    while width <= cal.WIDTHS[1]:
+        cal.write(cal.Calibration(width, 1, "fp32", {"1/fp32": 1e9}, cpu_model(), cores(),
+                                  torch.__version__.split("+")[0], 0.0, "fixed by tests/conftest.py"))
+        width *= 2
+
+
+_one_thread_fp32()
+
+
 def _catalogue_rows() -> None:
     """The catalogue's row format (``R``, ``run_row``) as module ``catalogue_rows`` for the catalogue files
     that reuse it: tests/ is not a package under --import-mode=importlib, so it is loaded by path once."""
