@@ -84,8 +84,8 @@ def _plan_key(parts, query_order, n, m, q_offset, block, heads, device) -> tuple
 # "fused_amx_bf16": the same kernel in bf16 where the CPU has AMX (MKL's bf16 GEMM on AMX
 # tiles). Its small products pay more per call: over the ten bench patterns at 16K, 2 threads,
 # two runs, the time per computed score of 32-row tiles was 1.21-1.54x (median 1.38) that of
-# 64-row ones, against 0.97-1.30x (median 1.11) in fp32 (`python scripts/blocksparse_block_ab.py
-# --dtype bfloat16 --patterns <the ten>`; docs/bench/block_ab_bf16_xeon/).
+# 64-row ones, against 0.97-1.30x (median 1.11) in fp32 (`python experiments/attention/blocksparse_block_ab.py
+# --dtype bfloat16 --patterns <the ten>`; experiments/attention/block_ab_bf16_xeon/).
 AUTO_BLOCKS = (64, 128, 256)
 AUTO_BLOCKS_COMPILED = (32, 64, 128, 256)
 _ROW_COST = ((64, 2.6), (128, 1.5), (256, 1.15), (512, 1.07))

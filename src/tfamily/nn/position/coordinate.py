@@ -21,10 +21,11 @@ class Coordinate(nn.Module):
     """The signal is computed from device-side ``arange`` alone: the step number used to be copied
     from the host at every recurrent step, and on CUDA such a copy waits for the stream. On an
     H100 the UT then took 3.6x fewer training steps than the vanilla Transformer of the same depth
-    in the same time (``docs/bench/long_runs_h100``), where on a CPU the two step equally fast;
-    since this change the two run the same steps there (``docs/bench/long_runs_h100_offsets``). The position part of the last int
-    (offset, length) is kept and shared by every step of one forward, the step part for
-    steps 1..k; both are plain attributes (never saved), rebuilt on another device or mode."""
+    in the same time (``experiments/long-runs-h100/long_runs_h100``), where on a CPU the two step
+    equally fast; since this change the two run the same steps there
+    (``experiments/long-runs-h100/long_runs_h100_offsets``, docs/results/universal.md). The position
+    part of the last int (offset, length) is kept and shared by every step of one forward, the step
+    part for steps 1..k; both are plain attributes (never saved), rebuilt on another device or mode."""
 
     def __init__(self, d_model: int):
         super().__init__()

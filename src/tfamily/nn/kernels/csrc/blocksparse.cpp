@@ -169,7 +169,7 @@ struct Tile {
   // set to the lowest value in place; exp_nonpos maps them to exactly 0. Tiles allowed everywhere
   // are not touched. (A keep-mask buffer of ones and zeros, filled for every tile and multiplied
   // in by the softmax loops, cost more: its u8 -> float fill did not vectorise;
-  // docs/bench/kernel_loops_xeon.)
+  // experiments/attention/kernel_loops_xeon.)
   void mask_scores(int64_t b, int64_t x0, int64_t x1) {
     const int64_t B = P.B;
     const A low = lowest<A>();
