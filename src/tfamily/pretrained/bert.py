@@ -23,10 +23,10 @@ from __future__ import annotations
 from torch import Tensor
 
 from ..spec import Spec
-from .load import (HEAD_CLASSES, Field, Link, PretrainedError, Weights, config_fields, field, give_links, merge,
-                   spec_fields, take_links)
+from .load import (HEAD_CLASSES, Field, Link, PretrainedError, Weights, activations, config_fields, field,
+                   give_links, merge, spec_fields, take_links)
 
-ACTIVATIONS = {"gelu": "gelu", "gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh", "relu": "relu"}
+ACTIVATIONS = activations("gelu", "gelu_new", "gelu_pytorch_tanh", "relu")
 # BERT's MLM head applies hidden_act as well; tfamily's head follows the feed-forward's GELU
 # variant (build.py), so only these import.
 HEAD_ACTIVATIONS = ("gelu", "gelu_new", "gelu_pytorch_tanh")

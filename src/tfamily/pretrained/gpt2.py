@@ -12,9 +12,10 @@ from __future__ import annotations
 from torch import Tensor
 
 from ..spec import Spec
-from .load import Field, Link, Weights, config_fields, give_links, merge, refuse_set, spec_fields, take_links
+from .load import (Field, Link, Weights, activations, config_fields, give_links, merge, refuse_set, spec_fields,
+                   take_links)
 
-ACTIVATIONS = {"gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh", "gelu": "gelu", "relu": "relu"}
+ACTIVATIONS = activations("gelu_new", "gelu_pytorch_tanh", "gelu", "relu")
 PREFIXES = ("transformer.",)
 IGNORE = (".attn.bias", ".attn.masked_bias")  # the causal-mask buffers of older checkpoints
 ARCHITECTURE = "GPT2LMHeadModel"

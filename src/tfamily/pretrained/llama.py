@@ -15,10 +15,10 @@ from torch import Tensor
 
 from ..spec import Spec
 from ..textload import number
-from .load import (Field, Link, PretrainedError, Weights, config_fields, field, give_links, merge, spec_fields,
-                   take_links)
+from .load import (Field, Link, PretrainedError, Weights, activations, config_fields, field, give_links, merge,
+                   spec_fields, take_links)
 
-ACTIVATIONS = {"silu": "silu", "gelu": "gelu", "gelu_pytorch_tanh": "gelu_tanh"}
+ACTIVATIONS = activations("silu", "gelu", "gelu_pytorch_tanh")
 PREFIXES = ("model.",)
 IGNORE = ("rotary_emb.inv_freq",)  # a buffer older checkpoints saved; recomputed from the base
 

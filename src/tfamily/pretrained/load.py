@@ -23,6 +23,15 @@ from ..textload import expect, read_json, require
 # which tfamily then refuses for the missing head.
 HEAD_CLASSES = {"decoder": "AutoModelForCausalLM", "encoder": "AutoModelForMaskedLM",
                 "encoder_decoder": "AutoModelForSeq2SeqLM"}
+# Hugging Face's activation names (transformers' ACT2FN) and the tfamily activation each one is.
+HF_ACTIVATIONS = {"relu": "relu", "gelu": "gelu", "gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh",
+                  "silu": "silu", "swish": "silu"}
+
+
+def activations(*names: str) -> dict[str, str]:
+    """The names of ``HF_ACTIVATIONS`` a family's configs use, in the family's order: the first
+    name that maps to a tfamily activation is the one its export writes (its peer's usual name)."""
+    return {n: HF_ACTIVATIONS[n] for n in names}
 
 
 def _fix_bin(model: str | None) -> str:

@@ -17,10 +17,9 @@ import torch
 from torch import Tensor
 
 from ..spec import Spec
-from .load import Link, PretrainedError, Weights, field, give_links, refuse_set, take_links
+from .load import Link, PretrainedError, Weights, activations, field, give_links, refuse_set, take_links
 
-ACTIVATIONS = {"relu": "relu", "gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh", "gelu": "gelu",
-               "silu": "silu", "swish": "silu"}
+ACTIVATIONS = activations("relu", "gelu_new", "gelu_pytorch_tanh", "gelu", "silu", "swish")
 PREFIXES = ()
 # The stacks' own references to the shared table, and a cross-attention table HF itself drops.
 IGNORE = ("encoder.embed_tokens.weight", "decoder.embed_tokens.weight", "EncDecAttention.relative_attention_bias")
