@@ -102,8 +102,8 @@ def estimate(tr, threads: int, step_s: float, units: int) -> float:
     does beyond its matrix products (LSH hashing and sorting, a reversible stack's recomputation,
     many small kernels), which made the first estimate of some members several times too low. The
     settings are decided already; this only times them, leaving the run's RNG and data as they were."""
-    if 3 * step_s >= ESTIMATE_S:
-        return step_s
+    if 3 * step_s >= ESTIMATE_S or tr.spec is None:  # a ready-made model (an RL policy): its batch is a
+        return step_s                                 # rollout that one backward consumes, not replayable
     rates = tr._measure([(threads, tr.precision)], 4 * ESTIMATE_S)  # a member far slower than its FLOPs stops early
     return units / rates[(threads, tr.precision)] if rates else step_s
 
