@@ -13,6 +13,8 @@ import json
 import sys
 from pathlib import Path
 
+from tfamily.plotting import pyplot
+
 
 def _rows(run_dirs: list[Path]) -> dict[str, dict]:
     rows: dict[str, dict] = {}
@@ -56,10 +58,7 @@ def main(dest: Path, run_dirs: list[Path]) -> None:
         lines.append(f"| {name} ({r['source']}) | {r['steps']:,} | {secs:.0f} | {res} |")
     (dest / "summary.md").write_text("\n".join(lines) + "\n")
     if curves:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
+        plt = pyplot()
 
         fig, axes = plt.subplots(1, 2, figsize=(11, 4))
         for run, pts in sorted(curves.items()):
@@ -84,10 +83,7 @@ def _plot_bars(dest: Path, rows: dict[str, dict]) -> None:
     rd = {k: r for k, r in rows.items() if k.startswith("revdict_")}
     if not ua and not rd:
         return
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     if ua:
         tasks = [t for t in ("copy", "reverse", "addition") if any(r["task"] == t for r in ua.values())]

@@ -29,6 +29,8 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from .plotting import pyplot
+
 DEFAULT_OUT = "runs/compare.png"
 # Shown first, in this order; then every final val_*/train_* metric any run has.
 LEAD = ("member", "env", "seed", "steps", "params", "train_s")
@@ -221,9 +223,7 @@ def plot(runs: list[Run], out: str | Path, bpc: bool = False) -> Path:
     """One row of two panels (against steps, against seconds) per quantity and data: loss (or bpc)
     for language-model and seq2seq runs, one row per corpus or task and vocabulary; batch-mean
     return for RL runs, one row per environment."""
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
     keys = [panel(r) for r in runs]
     groups = list(dict.fromkeys(keys))
     out = check_figure(out)

@@ -16,6 +16,7 @@ import html
 import io
 from pathlib import Path
 
+from ..plotting import pyplot
 from . import table
 
 STYLE = ("body{font-family:sans-serif;max-width:1200px;margin:2em auto;color:#222}"
@@ -29,23 +30,16 @@ def _img(data: bytes, alt: str) -> str:
 
 
 def _png(fig, alt: str) -> str:
-    import matplotlib.pyplot as plt
+    plt = pyplot()
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=100)
     plt.close(fig)
     return _img(buf.getvalue(), alt)
 
 
-def _plt():
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    return plt
-
-
 def scatter(rows: list[dict]) -> str:
     """Accuracy against tokens/s, marker area by peak memory: ``table.plot``, inlined."""
-    _plt()
+    pyplot()
     buf = io.BytesIO()
     table.plot(rows, buf)
     return _img(buf.getvalue(), "test accuracy against training tokens per second")
@@ -53,7 +47,7 @@ def scatter(rows: list[dict]) -> str:
 
 def bars(rows: list[dict], task: str) -> str:
     """One task's members side by side: test accuracy (± std over seeds), tokens/s, peak MiB."""
-    plt = _plt()
+    plt = pyplot()
     mine = [r for r in rows if r["task"] == task]
     names = [r["member"] for r in mine]
     fig, axes = plt.subplots(1, 3, figsize=(13, 3.2))  # one title (the task's); each panel names its quantity
@@ -82,7 +76,7 @@ def _read(path: Path, key: str) -> tuple[list[int], list[float]]:
 
 def curves(cells: list[dict], dirs: dict[tuple, Path]) -> str:
     """Each cell's training loss per step (line) and validation loss (dots), one panel per task."""
-    plt = _plt()
+    plt = pyplot()
     names = list(dict.fromkeys(c["task"] for c in cells))
     fig, axes = plt.subplots(1, len(names), figsize=(6 * len(names), 4), squeeze=False)
     for ax, task in zip(axes[0], names):

@@ -23,6 +23,7 @@ from pathlib import Path
 
 from ..bench.results import write_rows
 from .files import read_cell, read_speed
+from ..plotting import pyplot
 
 CELL_FIELDS = ["task", "member", "seed", "lr", "length", "params", "params_off", "d_ff", "steps", "metric",
                "test_acc", "val_acc", "test_bpc", "val_bpc", "val_loss", "train_loss", "train_s", "flops_per_step",
@@ -266,9 +267,7 @@ def markdown(rows: list[dict]) -> str:
 
 
 def plot(rows: list[dict], path: Path) -> None:
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
     names = list(dict.fromkeys(r["task"] for r in rows))
     fig, axes = plt.subplots(1, len(names), figsize=(5 * len(names), 4), squeeze=False)
     top = max([r["peak_mb"] or 0 for r in rows] + [1e-9])

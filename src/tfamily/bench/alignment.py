@@ -16,6 +16,7 @@ import torch
 
 from ..models.generate import greedy_decode
 from ..models.rnn_encdec import RNNEncoderDecoder
+from ..plotting import pyplot
 
 
 def add_args(p) -> None:
@@ -77,9 +78,7 @@ def alignment(model: RNNEncoderDecoder, src: list[int], *, bos: int, eos: int, m
 
 
 def plot(weights: torch.Tensor, src_labels: list[str], tgt_labels: list[str], path: Path, title: str) -> None:
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
     n, m = weights.shape
     fig, ax = plt.subplots(figsize=(max(4.0, 0.35 * m + 1.5), max(3.0, 0.35 * n + 1.2)))
     ax.imshow(weights.numpy(), cmap="gray", vmin=0.0, vmax=1.0, aspect="equal")

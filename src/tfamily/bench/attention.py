@@ -31,6 +31,7 @@ import time
 from pathlib import Path
 
 from .results import write_rows
+from ..plotting import pyplot
 
 BASELINE = "dense_causal_sdpa"
 TILED_CAUSAL = "causal_tiles"  # dense causal through the block-sparse tiles (opt-in by name)
@@ -295,9 +296,7 @@ def plan_total(pattern, L: int, n_heads: int, block, device, measure) -> int:
 
 
 def plot(rows: list[dict], path: Path) -> None:
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     names = list(dict.fromkeys(r["pattern"] for r in rows))
     fig, axes = plt.subplots(1, 3, figsize=(16, 5))

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ..plotting import pyplot
+
 
 def sync(cuda: bool) -> None:
     if cuda:
@@ -46,9 +48,7 @@ def profile(calls: dict, leaves: tuple, grad, cuda: bool, path: Path, title: str
 
 
 def plot(rows: list[dict], path: Path) -> None:
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
     done = [r for r in rows if r.get("a_fwd_ms") is not None or r.get("b_fwd_ms") is not None]
     if not done:
         return

@@ -19,6 +19,7 @@ import torch
 
 from .results import check_model_args, print_rows, write_rows
 from .train import _sync
+from ..plotting import pyplot
 
 FIELDS = ["model", "batch", "device", "threads", "tokens_per_s", "ms_per_step", "vs_recompute", "vs_hf",
           "equal_to_cache", "first_difference", "prompt_len", "new_tokens", "rounds", "d_model", "n_layers",
@@ -155,9 +156,7 @@ def _ratios(rows: list[dict]) -> None:
 
 
 def plot(rows: list[dict], path: Path) -> None:
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
     timed = [r for r in rows if "tokens_per_s" in r]
     fig, ax = plt.subplots(figsize=(6, 3.6))
     colors = {"tfamily-cache": "tab:blue", "tfamily-recompute": "tab:gray", "hf-gpt2": "tab:orange"}

@@ -38,6 +38,7 @@ from pathlib import Path
 from .devices import add_device_arg, meter, resolve
 from .procmem import worker_env
 from .results import write_rows
+from ..plotting import pyplot
 
 FIELDS = ["kind", "n_hashes", "seq_len", "fwd_bwd_ms", "peak_mb", "speedup", "extrapolated", "batch", "heads",
           "d_head", "bucket_size", "threads", "ours_ms", "hf_ms", "hf_over_ours", "peer_version", "compiled", "device"]
@@ -245,9 +246,7 @@ def _add_dense_extrapolation(rows: list[dict], args) -> None:
 
 
 def _plot(rows: list[dict], path: Path) -> None:
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     fig, (ax_t, ax_m) = plt.subplots(1, 2, figsize=(11, 4))
     series = {}

@@ -15,6 +15,7 @@ import torch
 
 from ..nn.patterns import Local2D, PerHead, Union, dense_mask
 from ..nn.patterns.examples import examples
+from ..plotting import pyplot
 
 COLOURS = [(0.17, 0.39, 0.70), (0.55, 0.75, 0.95), (0.95, 0.55, 0.25), (0.45, 0.75, 0.45)]
 
@@ -46,9 +47,7 @@ def pixel_of(pattern, seq_len: int, width: int) -> torch.Tensor:
 
 
 def draw(name: str, pattern, seq_len: int, path: Path) -> None:
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     width = math.isqrt(seq_len)
     parts = components(pattern)

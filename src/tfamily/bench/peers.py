@@ -25,6 +25,7 @@ import torch.nn.functional as F
 
 from .results import check_model_args, print_rows, write_rows
 from .train import _sync, flops_per_token
+from ..plotting import pyplot
 
 FIELDS = ["shape", "model", "precision", "best", "device", "threads", "params", "flops_per_token", "step_ms",
           "tokens_per_s", "model_gflops", "peak_gflops", "fraction_of_peak", "vs_tfamily", "steps", "d_model",
@@ -269,9 +270,7 @@ def run(args) -> int:
 
 def plot(rows: list[dict], path: Path) -> None:
     """Grouped bars: tokens/s per shape (one panel each), models x precisions."""
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
     timed = [r for r in rows if "tokens_per_s" in r]
     shapes = list(dict.fromkeys(r["shape"] for r in rows))
     fig, axes = plt.subplots(1, max(1, len(shapes)), figsize=(4.2 * max(1, len(shapes)), 3.6), squeeze=False)

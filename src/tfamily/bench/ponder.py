@@ -18,6 +18,7 @@ from torch import nn
 
 from ..models.encdec import EncoderDecoder
 from ..nn.depth import UniversalACT
+from ..plotting import pyplot
 
 
 def add_args(p) -> None:
@@ -72,9 +73,7 @@ def _tokens(tr, text: str | None, ids: str | None) -> tuple[torch.Tensor, list[s
 
 
 def plot(rows: list[dict], labels: list[str], path: Path, title: str) -> None:
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
     data = [r["ponder"] for r in rows]
     n = len(labels)
     fig, ax = plt.subplots(figsize=(max(6.0, 0.28 * n), 1.2 + 0.7 * len(rows)))

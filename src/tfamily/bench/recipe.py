@@ -21,6 +21,7 @@ import torch.nn.functional as F
 
 from ..train.optim import WarmupCosine, param_groups
 from .results import check_model_args, print_rows, write_rows
+from ..plotting import pyplot
 
 MODELS = ("tfamily", "nanogpt", "hf-gpt2")
 FIELDS = ["model", "seed", "step", "train_loss", "val_loss", "train_s", "dropout", "d_model", "n_layers",
@@ -209,9 +210,7 @@ def summarize(rows: list[dict], models: list[str], seeds: list[int]) -> list[dic
 
 
 def plot(rows: list[dict], models: list[str], path: Path) -> None:
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
     fig, axes = plt.subplots(1, 2, figsize=(9, 3.6))
     for m in models:
         steps = sorted({r["step"] for r in rows if r["model"] == m})

@@ -24,6 +24,7 @@ from pathlib import Path
 
 from .devices import add_device_arg, meter, resolve
 from .procmem import worker_env
+from ..plotting import pyplot
 
 KINDS = {"reversible": {"depth.name": "reversible"},
          "standard": {"depth.name": "stack"},
@@ -144,9 +145,7 @@ def _measure(args) -> dict:
 
 
 def _plot(rows: list[dict], path: Path) -> None:
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     fig, ax = plt.subplots(figsize=(6, 4))
     for kind in dict.fromkeys(r["kind"] for r in rows):

@@ -18,6 +18,7 @@ import torch
 from torch import nn
 
 from ..nn.patterns import AdaptiveSpan
+from ..plotting import pyplot
 
 
 def add_args(p) -> None:
@@ -62,9 +63,7 @@ def figure(rows: list[dict], title: str):
     """Bars per head and layer. Learned spans are often a few percent of S (tens of tokens against
     8,192), so when S is over 10x the largest span the axis is logarithmic (linear below 1 token, as
     spans can be 0) and the spans stay readable beside the max-span line."""
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
     n_layers, n_heads = len(rows), len(rows[0]["spans"])
     fig, ax = plt.subplots(figsize=(max(6, 0.6 * n_layers * n_heads / 4), 4))
     width = 0.8 / n_heads

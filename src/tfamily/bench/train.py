@@ -20,6 +20,7 @@ import torch
 
 from ..numbers import check_number
 from .results import check_model_args, write_rows
+from ..plotting import pyplot
 
 FIELDS = ["kind", "precision", "device", "threads", "params", "flops_per_token", "step_ms", "tokens_per_s",
           "model_gflops", "matmul_gflops", "fraction_of_matmul", "steps", "d_model", "n_layers", "seq_len",
@@ -133,9 +134,7 @@ def run(args) -> int:
 
 
 def plot(rows: list[dict], path: Path) -> None:
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
     train = [r for r in rows if r["kind"] == "train"]
     names = [r["precision"] for r in train]
     fig, axes = plt.subplots(1, 2, figsize=(9, 3.6))

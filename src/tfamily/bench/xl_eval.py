@@ -41,6 +41,7 @@ from ..nn.position import RelativePosition
 from ..options import renamed
 from ..spec import Spec
 from .devices import add_device_arg, meter, resolve
+from ..plotting import pyplot
 
 FIELDS = ["mode", "attention_length", "seg_len", "mem_len", "rows", "tokens", "scored", "wall_s", "tokens_per_s",
           "bpc", "speedup", "peak_mb", "peak_exact", "threads", "device", "model"]
@@ -240,9 +241,7 @@ def run(args) -> int:
 
 
 def _plot(rows: list[dict], path: Path) -> None:
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(6, 4))
     for mode, color in (("memory", "tab:blue"), ("vanilla", "tab:orange")):
         mine = [r for r in rows if r["mode"] == mode]

@@ -36,6 +36,7 @@ from ..nn.depth import ACT
 from ..train import grid as runner
 from ..options import seconds
 from .stream import StreamTask, loop_config
+from ..plotting import pyplot
 
 
 def add_args(p) -> None:
@@ -147,10 +148,7 @@ def train_setting(args, tau: float | None, data, log) -> tuple[dict, list[dict],
 
 
 def _plot(path: Path, ponder: list[dict], curves: list[dict]) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     fig, (a, b) = plt.subplots(1, 2, figsize=(11, 4))
     for name in dict.fromkeys(r["setting"] for r in ponder):

@@ -6,11 +6,11 @@ from pathlib import Path
 
 from torch import Tensor
 
+from ..plotting import pyplot
+
 
 def save_grid(images: Tensor, path: Path, title: str) -> None:
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
     n = len(images)
     cols = math.ceil(math.sqrt(n))
     rows = math.ceil(n / cols)
@@ -27,9 +27,7 @@ def save_grid(images: Tensor, path: Path, title: str) -> None:
 
 
 def save_curves(curve: list[dict], rows: list[dict], path: Path) -> None:
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
     from matplotlib.ticker import FormatStrFormatter
     fig, ax = plt.subplots(figsize=(6, 4))
     for r in rows:
@@ -56,9 +54,7 @@ def save_curves(curve: list[dict], rows: list[dict], path: Path) -> None:
 
 def save_bars(rows: list[dict], key: str, label: str, path: Path, title: str, note: str | None = None) -> None:
     """One bar per row (``row['member']``) of ``row[key]``, annotated with ``row[note]``."""
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(max(4.0, 1.3 * len(rows)), 3.5))
     bars = ax.bar(range(len(rows)), [r[key] for r in rows], color="tab:blue")
     ax.set_xticks(range(len(rows)), [r["member"] for r in rows], rotation=20, ha="right", fontsize=7)
@@ -77,9 +73,7 @@ def save_bars(rows: list[dict], key: str, label: str, path: Path, title: str, no
 def save_bpc_curves(lines: list[tuple[str, list[dict]]], path: Path, title: str, target: float | None = None) -> None:
     """Validation bpc against training seconds: ``lines`` is ``[(label, points)]`` with points
     ``{"train_s", "val_bpc"}``; ``target`` draws a dotted horizontal line."""
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(6.5, 4))
     for label, pts in lines:
         pts = [c for c in pts if c["val_bpc"] is not None]

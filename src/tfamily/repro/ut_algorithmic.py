@@ -53,6 +53,7 @@ from ..train.device import resolve_device
 from ..train.evaluate import to_device
 from ..train.tasks.seq2seq import pairs_batch
 from .stream import StreamTask, loop_config
+from ..plotting import pyplot
 
 TASKS = ("copy", "reverse", "addition")
 MODELS = ("lstm", "transformer", "ut", "ut_act")
@@ -223,10 +224,7 @@ def train_one(task: str, name: str, args, test: list, log) -> dict:
 
 
 def _plot(path: Path, rows: list[dict], title: str) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     tasks, models = list(dict.fromkeys(r["task"] for r in rows)), list(dict.fromkeys(r["model"] for r in rows))
     fig, axes = plt.subplots(1, 2, figsize=(11, 4))

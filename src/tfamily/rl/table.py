@@ -22,6 +22,7 @@ from pathlib import Path
 
 from ..numbers import cut
 from ..textload import number, read_json, require
+from ..plotting import pyplot
 
 
 def mmer(returns) -> float:
@@ -195,9 +196,7 @@ def markdown(entries: list[dict], baselines: dict, pending: list[dict]) -> str:
 def plot_env(env: str, rows: list[dict], out: str | Path) -> Path:
     """One line per torso: the mean batch-mean return over its trials on the shortest trial's
     env-step grid (others interpolated onto it), with a band of ± one std where trials > 1."""
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
     import numpy as np
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
