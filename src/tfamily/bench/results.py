@@ -4,22 +4,17 @@ so an interrupted run never leaves a half-written table."""
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
-
-def _atomic_write(path: Path, text: str) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
+from ..files import write_atomic
 
 
 def write_rows(out: str | Path, stem: str, rows: list[dict], fields: list[str]) -> Path:
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    _atomic_write(out / f"{stem}.json", json.dumps(rows, indent=2))
+    write_atomic(out / f"{stem}.json", json.dumps(rows, indent=2))
     lines = [",".join(fields)] + [",".join("" if r.get(k) is None else str(r[k]) for k in fields) for r in rows]
-    _atomic_write(out / f"{stem}.csv", "\n".join(lines) + "\n")
+    write_atomic(out / f"{stem}.csv", "\n".join(lines) + "\n")
     return out
 
 

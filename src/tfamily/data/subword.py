@@ -13,11 +13,10 @@ from __future__ import annotations
 
 import hashlib
 import math
-import os
-import tempfile
 
 import numpy as np
 
+from ..files import write_atomic
 from .paths import cache_dir
 from ..textload import read_cache
 from .tokenizer import TOKENIZER_BYTES, TokenizerVocab
@@ -66,9 +65,7 @@ def train_bpe(text: str, size: int) -> TokenizerVocab:
     vocab = TokenizerVocab(tok.to_str())
     try:  # written whole then renamed: a reader never sees half a file
         path.parent.mkdir(parents=True, exist_ok=True)
-        with tempfile.NamedTemporaryFile("w", dir=path.parent, delete=False, encoding="utf-8") as f:
-            f.write(vocab.json)
-        os.replace(f.name, path)
+        write_atomic(path, vocab.json)
     except OSError:
         pass  # an unwritable cache costs a retraining next time, nothing else
     return vocab

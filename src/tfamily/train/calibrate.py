@@ -29,7 +29,6 @@ import json
 import math
 import os
 import sys
-import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,6 +36,7 @@ from pathlib import Path
 import torch
 
 from ..data.paths import cache_dir
+from ..files import write_atomic
 from ..hardware import cores, cpu_has_bf16, cpu_model, load_average
 from ..textload import load_json
 
@@ -146,11 +146,7 @@ def write(cal: Calibration) -> Path:
     """Store ``cal`` atomically (a reader sees the old file or the new one, never half of one)."""
     p = path(cal.width)
     p.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.NamedTemporaryFile("w", dir=p.parent, prefix=p.name, suffix=".tmp", delete=False,
-                                     encoding="utf-8") as f:
-        json.dump(dataclasses.asdict(cal), f, indent=1)
-    os.replace(f.name, p)
-    return p
+    return write_atomic(p, json.dumps(dataclasses.asdict(cal), indent=1))
 
 
 def reference(width: int):

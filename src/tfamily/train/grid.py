@@ -36,11 +36,11 @@ shards' merged directories skips every cell and writes the whole table.
 from __future__ import annotations
 
 import json
-import os
 import shutil
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
+from ..files import write_atomic
 from ..numbers import cut
 from ..textload import read_json
 
@@ -68,9 +68,7 @@ def shard(cells: list, text: str | None) -> list:
 
 def write_json(path: Path, data: dict) -> None:
     """``data`` as JSON at ``path``, atomically (a kill leaves the old file or the new one)."""
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(data, indent=1), encoding="utf-8")
-    os.replace(tmp, path)
+    write_atomic(path, json.dumps(data, indent=1))
 
 
 def check_plan(d: Path, plan: dict, may_change: tuple[str, ...] = ()) -> None:

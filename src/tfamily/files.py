@@ -1,0 +1,26 @@
+"""Writing a whole file so that a reader, or the next run after a kill, finds the old file or
+the new one, never half of one: the bytes go to a temporary file beside the target (same
+filesystem, so the rename is atomic) and ``os.replace`` puts it in place."""
+from __future__ import annotations
+
+import os
+import uuid
+from pathlib import Path
+
+
+def write_atomic(path: str | Path, data: str | bytes, mode: int | None = None) -> Path:
+    """Write ``data`` (text as UTF-8) to ``path`` atomically and return the path. ``mode``: the
+    file's permission bits; None gives what ``open()`` gives (0666 less the umask)."""
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}-{uuid.uuid4().hex[:8]}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data.encode("utf-8") if isinstance(data, str) else data)
+            if mode is not None:
+                os.fchmod(f.fileno(), mode)
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    return path
