@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from .vocab import _check_range, _ids_to_numpy
+from .ids import check_range, ids_to_numpy
 
 
 TOKENIZER_BYTES = 128 << 20  # the largest published tokenizer.json files are a few tens of MB
@@ -66,8 +66,8 @@ class TokenizerVocab:
         return torch.tensor(self._tok.encode(text, add_special_tokens=True).ids, dtype=torch.long)
 
     def decode(self, ids: Any) -> str:
-        arr = _ids_to_numpy(ids)
-        _check_range(arr, self.size, "tokenizer")
+        arr = ids_to_numpy(ids)
+        check_range(arr, self.size, "tokenizer")
         return self._tok.decode(arr.tolist(), skip_special_tokens=False)
 
     def to_json(self) -> dict:

@@ -17,28 +17,10 @@ import numpy as np
 import torch
 
 from ..numbers import cut
+from .ids import check_range, ids_to_numpy
+from .tokenizer import TokenizerVocab
 
 __all__ = ["ByteVocab", "CharVocab", "vocab_from_json"]
-
-
-def _ids_to_numpy(ids: Any) -> np.ndarray:
-    """Accept a tensor, an array, an int or a sequence of ints; return int64 numpy."""
-    if isinstance(ids, torch.Tensor):
-        ids = ids.detach().cpu().numpy()
-    arr = np.asarray(ids)
-    if arr.ndim == 0:
-        arr = arr.reshape(1)
-    if arr.ndim != 1:
-        raise ValueError(f"decode expects a 1-D sequence of ids, got shape {tuple(arr.shape)}; decode one row at a time")
-    if arr.size and not np.issubdtype(arr.dtype, np.integer):
-        raise TypeError(f"decode expects integer ids, got dtype {arr.dtype}")
-    return arr.astype(np.int64, copy=False)
-
-
-def _check_range(arr: np.ndarray, size: int, vocab: str) -> None:
-    if arr.size and (arr.min() < 0 or arr.max() >= size):
-        bad = int(arr[(arr < 0) | (arr >= size)][0])
-        raise ValueError(f"id {bad} is outside the {vocab} vocabulary (valid ids are 0..{size - 1})")
 
 
 class ByteVocab:
@@ -65,8 +47,8 @@ class ByteVocab:
 
     def decode(self, ids: Any) -> str:
         """(n,) ids -> str; invalid UTF-8 becomes U+FFFD instead of raising."""
-        arr = _ids_to_numpy(ids)
-        _check_range(arr, self.size, "byte")
+        arr = ids_to_numpy(ids)
+        check_range(arr, self.size, "byte")
         return arr.astype(np.uint8).tobytes().decode("utf-8", errors="replace")
 
     def to_json(self) -> dict:
@@ -152,8 +134,8 @@ class CharVocab:
 
     def decode(self, ids: Any) -> str:
         """(n,) ids -> str."""
-        arr = _ids_to_numpy(ids)
-        _check_range(arr, self.size, "char")
+        arr = ids_to_numpy(ids)
+        check_range(arr, self.size, "char")
         return "".join(self.chars[i] for i in arr.tolist())
 
     def to_json(self) -> dict:
@@ -182,7 +164,6 @@ def _code_points(text: str) -> np.ndarray:
 
 def vocab_from_json(d: dict):
     """Rebuild a vocabulary from its `to_json()` dict."""
-    from .tokenizer import TokenizerVocab  # a subword vocabulary (tfamily convert)
     kinds = {"byte": ByteVocab, "char": CharVocab, "tokenizer": TokenizerVocab}
     kind = d.get("type") if isinstance(d, dict) else None
     if not isinstance(kind, str) or kind not in kinds:
