@@ -116,7 +116,7 @@ def flex_attention(q: Tensor, k: Tensor, v: Tensor, pattern, heads: tuple, bias,
         # Compiled CPU FlexAttention has no return_lse (torch 2.13): merge with the gather path.
         return sparse_attention(q, k, v, pattern, heads, bias, dict(ctx, dropout_p=0.0))
     results = [_group(q, k, v, qo, parts, heads, bias, ctx, want_lse=True) for qo, parts in groups]
-    # A finite floor for rows that see no key in a group, as in blocksparse.sparse_attention.
+    # A finite floor for rows that see no key in a group, as in tiled.sparse_attention.
     lses = torch.stack([r[1] for r in results])
     lses = lses.clamp_min(torch.finfo(lses.dtype).min / 2)
     lse = torch.logsumexp(lses, 0)

@@ -3,7 +3,7 @@
 Computes one plan group (one softmax) in place: each query tile against the key tiles its
 plan row lists, online softmax, the log-sum-exp returned for unions merged by the caller, and
 a FlashAttention-2 backward that recomputes the tiles. The same function as
-``blocksparse.attend_group``'s gather-and-SDPA path (tested equal in outputs and gradients).
+``tiled.attend_group``'s gather-and-SDPA path (tested equal in outputs and gradients).
 
 It serves CPU tensors in float32, float64, bfloat16 and float16. bfloat16 runs its own kernel
 where the CPU multiplies bf16 natively (AVX512-BF16 or AMX: ``bf16_tiles``): q, k, v are read
@@ -121,7 +121,7 @@ def attend_union(ops, q: Tensor, k: Tensor, v: Tensor, plans: list[Plan], key_pa
     """One softmax over the union of several plan groups (each in its own query/key order, e.g.
     the strided pattern's local part in natural order and its column part transposed): the
     groups' outputs merged by their log-sum-exps, ``out = sum_g exp(lse_g - lse) out_g``, as
-    ``blocksparse.sparse_attention``'s PyTorch path does, but inside the kernels: each group
+    ``tiled.sparse_attention``'s PyTorch path does, but inside the kernels: each group
     after the first merges into the one (out, lse) as it finishes a query row. One autograd
     node, whose backward runs each group's kernel with the *union's* lse and ``rowsum(dO * O)``:
     that is the FlashAttention-2 backward of the union softmax restricted to the group's keys,

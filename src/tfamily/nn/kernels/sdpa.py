@@ -15,7 +15,9 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from ..patterns import Causal, Full, Pattern
+from . import fused_blocks
 from .base import allowed_mask
+from .tiled import min_block, sparse_attention
 
 # CPU SDPA in bf16/fp16 over short key rows is slower than the same call in fp32: its low-precision
 # flash kernel pays a fixed cost per (batch, head) block that the small products do not repay.
@@ -84,8 +86,6 @@ def _fused_dropout(q: Tensor, k: Tensor, v: Tensor, pattern: Pattern, q_offset: 
     against 210 ms without dropout, and 158 ms here (one thread, alternating;
     ``experiments/recipe/notes.md``). The block kernel draws its masks tile by tile from a seed
     taken from torch's generator (``fused_blocks``), so runs stay reproducible."""
-    from . import fused_blocks
-    from .blocksparse import min_block, sparse_attention
     if fused_blocks.usable(q) is None or q.shape[-2] < min_block("auto"):  # short rows: the math path is cheap
         return None
     ctx = dict(q_offset=q_offset, key_padding=key_padding, dropout_p=dropout_p, block="auto",
