@@ -33,7 +33,7 @@ from torch import Tensor, nn
 from ..nn.depth import Depth
 from ..nn.dropout import maybe_dropout
 from ..nn.embedding import NoTokenTypes, TokenEmbedding
-from .hooks import aux_losses, run_after_step, run_set_progress, with_aux_losses
+from .hooks import ForwardsHooks
 
 
 class LastToken(nn.Module):
@@ -76,7 +76,7 @@ class ClassHead(nn.Module):
         return self.proj(self.pool(x, key_padding))
 
 
-class Classifier(nn.Module):
+class Classifier(ForwardsHooks, nn.Module):
     """``embed -> position -> stack -> head``. ``sees_ahead``: whether some layer's pattern lets a
     query see later keys (then the stack needs the padding mask; see the module docstring)."""
 
@@ -97,16 +97,3 @@ class Classifier(nn.Module):
         x = self.drop(self.embed_norm(self.types(self.position(self.embed(tokens), 0), token_types)))
         x = self.stack(x, key_padding=key_padding if self.sees_ahead else None)
         return self.head(x, key_padding)
-
-    def loss(self, batch: dict) -> tuple[Tensor, dict]:
-        """The objective's loss; in training mode plus every part's ``aux_loss()``."""
-        return with_aux_losses(self, *self.objective(self, batch))
-
-    def aux_losses(self) -> dict[str, Tensor]:
-        return aux_losses(self)
-
-    def after_step(self) -> None:
-        run_after_step(self)
-
-    def set_progress(self, progress: float) -> None:
-        run_set_progress(self, progress)

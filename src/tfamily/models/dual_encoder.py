@@ -13,7 +13,7 @@ import torch
 from einops import rearrange
 from torch import Tensor, nn
 
-from .hooks import aux_losses, run_after_step, run_set_progress, with_aux_losses
+from .hooks import ForwardsHooks
 
 
 class PairHead(nn.Module):
@@ -28,7 +28,7 @@ class PairHead(nn.Module):
         return self.mlp(torch.cat([u, v, u * v, u - v], -1))
 
 
-class DualEncoder(nn.Module):
+class DualEncoder(ForwardsHooks, nn.Module):
     """``encoder`` ((b, n) tokens, key_padding -> (b, d)) shared by both inputs, then ``head``."""
 
     def __init__(self, encoder: nn.Module, head: PairHead, objective: nn.Module):
@@ -41,15 +41,3 @@ class DualEncoder(nn.Module):
         real = None if key_padding is None else rearrange(key_padding, "b two n -> (b two) n", two=2)
         u, v = rearrange(self.encoder(flat, key_padding=real), "(b two) d -> two b d", two=2)
         return self.head(u, v)
-
-    def loss(self, batch: dict) -> tuple[Tensor, dict]:
-        return with_aux_losses(self, *self.objective(self, batch))
-
-    def aux_losses(self) -> dict[str, Tensor]:
-        return aux_losses(self)
-
-    def after_step(self) -> None:
-        run_after_step(self)
-
-    def set_progress(self, progress: float) -> None:
-        run_set_progress(self, progress)

@@ -9,7 +9,7 @@ from ..nn.depth import Depth
 from ..nn.dropout import maybe_dropout
 from ..nn.embedding import TokenEmbedding
 from ..nn.state import State, new_state
-from .hooks import aux_losses, run_after_step, run_set_progress, with_aux_losses
+from .hooks import ForwardsHooks
 
 
 def _at(offset: int | Tensor | None) -> dict:
@@ -18,7 +18,7 @@ def _at(offset: int | Tensor | None) -> dict:
     return {} if offset is None else {"offset": offset}
 
 
-class EncoderDecoder(nn.Module):
+class EncoderDecoder(ForwardsHooks, nn.Module):
     def __init__(self, embed: TokenEmbedding, position: nn.Module, encoder: Depth, decoder: Depth,
                  head: nn.Module, objective: nn.Module, dropout: float = 0.0):
         super().__init__()
@@ -58,22 +58,6 @@ class EncoderDecoder(nn.Module):
                              f"target has {getattr(tgt, 'shape', ['?'])[0]}; they must be equal")
         return self.decode(tgt, self.encode(src, src_padding, offset), src_padding=src_padding,
                            tgt_padding=tgt_padding, offset=offset)
-
-    def loss(self, batch: dict) -> tuple[Tensor, dict]:
-        """The objective's loss; in training mode plus every part's ``aux_loss()`` in the
-        encoder or decoder (an adaptive span, an ACT ponder cost), reported as ``aux/<name>``."""
-        return with_aux_losses(self, *self.objective(self, batch))
-
-    def aux_losses(self) -> dict[str, Tensor]:
-        return aux_losses(self)
-
-    def after_step(self) -> None:
-        """Call once after every optimiser step: runs each part's ``after_step()``."""
-        run_after_step(self)
-
-    def set_progress(self, progress: float) -> None:
-        """Called by the loop before every step with the fraction of training done."""
-        run_set_progress(self, progress)
 
     def new_state(self) -> State:
         return new_state(len(self.decoder), cross=True)

@@ -4,8 +4,8 @@ A part that adds to the loss (the adaptive-span L1 penalty, Sukhbaatar et al. 20
 section 3; an ACT ponder cost, Graves 2016, eq. 14) implements ``AuxLoss``; a part that
 must act after each optimiser step (clamping spans to [0, S]) implements ``AfterStep``; a
 part whose loss follows a schedule (Al-Rfou et al. 2019's layer cut-offs) ``SeesProgress``.
-Decoder, encoder and encoder-decoder all call ``with_aux_losses`` in ``loss`` and
-``run_after_step`` in ``after_step``, so a part behaves the same whichever model holds it.
+Every model kind takes ``ForwardsHooks``, so its ``loss`` adds ``with_aux_losses`` and its
+``after_step``/``set_progress`` reach every part: a part behaves the same whichever model holds it.
 """
 from __future__ import annotations
 
@@ -75,3 +75,31 @@ def run_set_progress(model: nn.Module, progress: float) -> None:
     """Tell every part that ``SeesProgress`` (e.g. the Al-Rfou losses' schedule) the progress."""
     for _, mod in _hooked(model, "set_progress"):
         mod.set_progress(progress)
+
+
+class ForwardsHooks:
+    """``loss``, ``aux_losses``, ``after_step`` and ``set_progress`` of a model whose parts declare
+    the hooks above: the objective's loss plus every part's auxiliary loss, and the loop's calls
+    passed on to every part. A model kind lists it beside ``nn.Module`` and holds an ``objective``
+    (``objective(model, batch) -> (loss, metrics)``).
+
+    A mixin, not a base model: it holds no state and no model logic, only the forwarding that is
+    the same for every kind, so the kinds still share no implementation (one home for the block
+    instead of a copy per kind). As methods of the model, the loop finds them by the ``AfterStep``
+    and ``SeesProgress`` Protocols, as declared, never by probing attributes."""
+
+    def loss(self, batch: dict) -> tuple[Tensor, dict]:
+        """The objective's loss; in training mode plus every part's ``aux_loss()`` (an adaptive
+        span's L1 penalty, an ACT ponder cost), reported in the metrics as ``aux/<name>``."""
+        return with_aux_losses(self, *self.objective(self, batch))
+
+    def aux_losses(self) -> dict[str, Tensor]:
+        return aux_losses(self)
+
+    def after_step(self) -> None:
+        """Call once after every optimiser step (e.g. clamps adaptive spans to [0, S])."""
+        run_after_step(self)
+
+    def set_progress(self, progress: float) -> None:
+        """Called by the loop before every step with the fraction of training done."""
+        run_set_progress(self, progress)

@@ -15,10 +15,10 @@ from ..nn.dropout import maybe_dropout
 from ..nn.embedding import NoTokenTypes, TokenEmbedding
 from ..nn.state import State, new_state
 from ..registry import ACTIVATIONS
-from .hooks import aux_losses, run_after_step, run_set_progress, with_aux_losses
+from .hooks import ForwardsHooks
 
 
-class LanguageModel(nn.Module):
+class LanguageModel(ForwardsHooks, nn.Module):
     def __init__(self, embed: TokenEmbedding, position: nn.Module, stack: Depth, head: nn.Module,
                  objective: nn.Module, dropout: float = 0.0,
                  make_state: Callable[..., State] | None = None, embed_norm: nn.Module | None = None,
@@ -48,22 +48,6 @@ class LanguageModel(nn.Module):
         if state is not None:
             state.advance(tokens.shape[1])  # e.g. XL: this segment's inputs become the next memory
         return logits
-
-    def loss(self, batch: dict) -> tuple[Tensor, dict]:
-        """The objective's loss; in training mode plus every part's ``aux_loss()``
-        (e.g. the adaptive-span L1 penalty), reported in the metrics as ``aux/<name>``."""
-        return with_aux_losses(self, *self.objective(self, batch))
-
-    def aux_losses(self) -> dict[str, Tensor]:
-        return aux_losses(self)
-
-    def after_step(self) -> None:
-        """Call once after every optimiser step (e.g. clamps adaptive spans to [0, S])."""
-        run_after_step(self)
-
-    def set_progress(self, progress: float) -> None:
-        """Called by the loop before every step with the fraction of training done."""
-        run_set_progress(self, progress)
 
     def new_state(self, **kw) -> State:
         """A fresh state: KV caches, or XL memory (``mem_len=`` overrides the spec's)."""

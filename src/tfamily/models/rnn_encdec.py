@@ -20,7 +20,7 @@ from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 from ..nn.depth import Hidden, check_right_padding, select_rows
 from ..nn.dropout import maybe_dropout
 from ..nn.embedding import TokenEmbedding
-from .hooks import aux_losses, run_after_step, with_aux_losses
+from .hooks import ForwardsHooks
 from .rnn_decoders import BahdanauDecoder, DecoderState, LuongDecoder
 
 
@@ -44,7 +44,7 @@ class Encoded:
                        self.padding[rows] if self.padding is not None else None)
 
 
-class RNNEncoderDecoder(nn.Module):
+class RNNEncoderDecoder(ForwardsHooks, nn.Module):
     def __init__(self, embed: TokenEmbedding, encoder: nn.RNNBase, decoder: LuongDecoder | BahdanauDecoder,
                  head: nn.Module, objective: nn.Module, dropout: float = 0.0):
         super().__init__()
@@ -110,15 +110,6 @@ class RNNEncoderDecoder(nn.Module):
             raise ValueError("this encoder-decoder has no attention (alignment 'none'): nothing to draw; "
                              "train one with depth.params.alignment set to dot, general, concat or additive")
         return self.run(tgt, self.encode(src, src_padding))[1]
-
-    def loss(self, batch: dict) -> tuple[Tensor, dict]:
-        return with_aux_losses(self, *self.objective(self, batch))
-
-    def aux_losses(self) -> dict[str, Tensor]:
-        return aux_losses(self)
-
-    def after_step(self) -> None:
-        run_after_step(self)
 
     def new_state(self) -> DecoderState:
         return DecoderState()
