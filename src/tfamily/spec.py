@@ -9,13 +9,13 @@ registered by ``tfamily/checks.py``, next to build, and run through ``registry.C
 """
 from __future__ import annotations
 
-import copy
 import dataclasses
 import json
 from dataclasses import dataclass, field, fields
 from typing import Any
 
 from . import numbers, registry
+from .dicts import deep_merge
 
 
 def check_choice(axis: str, value: str) -> None:
@@ -381,17 +381,8 @@ def merge(d: dict, update: dict) -> dict:
     """``update`` (nested, as a config's ``model`` section) over the spec dict ``d``: mappings
     recurse, other values replace, and an axis given another name starts without the old choice's
     ``params`` and ``per_layer`` (``renamed``)."""
-    def deep(a, b):
-        if not (isinstance(a, dict) and isinstance(b, dict)):
-            return copy.deepcopy(b)
-        return {**a, **{k: deep(a.get(k), v) if k in a else copy.deepcopy(v) for k, v in b.items()}}
-    out = copy.deepcopy(d)
-    for key, value in update.items():
-        if key in AXES and isinstance(value, dict) and isinstance(out.get(key), dict):
-            out[key] = deep(renamed(out[key], value), value)
-        else:
-            out[key] = deep(out.get(key), value)
-    return out
+    base = {key: renamed(axis, update[key]) if key in AXES and key in update else axis for key, axis in d.items()}
+    return deep_merge(base, update)
 
 
 def follow_depth(per_layer: list, n_layers: int) -> list:

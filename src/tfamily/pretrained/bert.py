@@ -22,9 +22,10 @@ from __future__ import annotations
 
 from torch import Tensor
 
+from ..dicts import deep_merge
 from ..spec import Spec
 from .load import (HEAD_CLASSES, Field, Link, PretrainedError, Weights, activations, config_fields, field,
-                   give_links, merge, spec_fields, take_links)
+                   give_links, spec_fields, take_links)
 
 ACTIVATIONS = activations("gelu", "gelu_new", "gelu_pytorch_tanh", "relu")
 # BERT's MLM head applies hidden_act as well; tfamily's head follows the feed-forward's GELU
@@ -75,7 +76,7 @@ def spec(config: dict) -> Spec:
     vocab = field(config, "vocab_size", 30522)
     mask_id = config.get("mask_token_id")
     kind = config.get("model_type", "bert")
-    return Spec.from_dict(merge(FIXED, spec_fields(config, FIELDS), dict(
+    return Spec.from_dict(deep_merge(FIXED, spec_fields(config, FIELDS), dict(
         member=kind, paper=f"{'RoBERTa' if kind == 'roberta' else 'BERT'}, from a Hugging Face checkpoint",
         position={"max_len": field(config, "max_position_embeddings", 512) - _offset(config)},
         token_types=0 if _types(config) == 1 else _types(config),  # one type: folded (module docstring)

@@ -11,8 +11,9 @@ from __future__ import annotations
 
 from torch import Tensor
 
+from ..dicts import deep_merge
 from ..spec import Spec
-from .load import (Field, Link, Weights, activations, config_fields, give_links, merge, refuse_set, spec_fields,
+from .load import (Field, Link, Weights, activations, config_fields, give_links, refuse_set, spec_fields,
                    take_links)
 
 ACTIVATIONS = activations("gelu_new", "gelu_pytorch_tanh", "gelu", "relu")
@@ -38,7 +39,7 @@ def spec(config: dict) -> Spec:
     refuse_set(config, "scale_attn_weights", (True, None), " (attention scores are always scaled by 1/sqrt(d_head))")
     refuse_set(config, "scale_attn_by_inverse_layer_idx", (False, None))
     refuse_set(config, "add_cross_attention", (False, None))
-    return Spec.from_dict(merge(FIXED, spec_fields(config, FIELDS)))
+    return Spec.from_dict(deep_merge(FIXED, spec_fields(config, FIELDS)))
 
 
 def config(resolved: dict) -> dict:

@@ -13,9 +13,10 @@ from __future__ import annotations
 
 from torch import Tensor
 
+from ..dicts import deep_merge
 from ..spec import Spec
 from ..textload import number
-from .load import (Field, Link, PretrainedError, Weights, activations, config_fields, field, give_links, merge,
+from .load import (Field, Link, PretrainedError, Weights, activations, config_fields, field, give_links,
                    spec_fields, take_links)
 
 ACTIVATIONS = activations("silu", "gelu", "gelu_pytorch_tanh")
@@ -58,7 +59,7 @@ def spec(config: dict) -> Spec:
     window = config.get("sliding_window") if config.get("use_sliding_window", True) else None
     pattern = {"name": "sliding_window", "params": {"window": window}} if window else {"name": "causal"}
     kind = config.get("model_type", "llama")
-    return Spec.from_dict(merge(FIXED, spec_fields(config, FIELDS), dict(
+    return Spec.from_dict(deep_merge(FIXED, spec_fields(config, FIELDS), dict(
         member=kind, paper=f"{kind.capitalize()}, from a Hugging Face checkpoint", pattern=pattern,
         position={"params": {"base": _rope_base(config)}})))
 

@@ -228,15 +228,6 @@ def config_fields(resolved: dict, table: Iterable[Field]) -> dict:
     return out
 
 
-def merge(*dicts: dict) -> dict:
-    """Nested dicts merged left to right (a later dict's keys win, sub-dicts merge)."""
-    out: dict = {}
-    for d in dicts:
-        for k, v in d.items():
-            out[k] = merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
-    return out
-
-
 def take_links(w: Weights, links: Iterable[Link]) -> dict[str, Tensor]:
     out = {}
     for link in links:

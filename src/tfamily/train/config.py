@@ -361,11 +361,6 @@ def apply_overrides(d: dict, overrides: dict[str, Any]) -> dict:
     return _tree([d], overrides)
 
 
-def deep_merge(base: dict, update: dict) -> dict:
-    """``update`` over ``base``, recursing into mappings (lists are replaced)."""
-    return _tree([base, update], {})
-
-
 def load(config: str | Path | None = None, overrides: list[str] | dict | None = None,
          base: dict | None = None) -> Config:
     """Read a config file (or start from ``base``/defaults) and apply ``key=value`` overrides."""

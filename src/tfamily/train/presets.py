@@ -15,7 +15,8 @@ starts from the small member's sizes just as from the paper's.
 """
 from __future__ import annotations
 
-from .config import deep_merge
+from ..dicts import deep_merge
+
 
 SIZES = ("small", "paper")
 
