@@ -101,18 +101,11 @@ def test_the_compiled_kernels_build_from_an_installed_wheel(wheel, tmp_path):
 
 @pytest.mark.slow
 def test_the_installed_wheel_trains_and_demos_outside_the_checkout(wheel, tmp_path):
-    # A venv of its own holding only the wheel; the test venv's site-packages (torch and the other
-    # dependencies) is reached through a .pth line, which adds the directory without running its
-    # .pth files, so the editable install of the checkout stays out of sight.
+    # The test venv's site-packages (torch and the other dependencies) is reached through a .pth line,
+    # which adds the directory without running its .pth files, so the checkout's editable install stays
+    # out of sight.
+    python = _install(wheel, tmp_path)
     env_dir = tmp_path / "venv"
-    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", "--without-pip", str(env_dir)],
-                   check=True, timeout=120)
-    python = env_dir / "bin" / "python"
-    site = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                          capture_output=True, text=True, check=True).stdout.strip()
-    Path(site, "test-deps.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
-    subprocess.run([str(python), "-m", "pip", "install", "-q", "--no-deps", "--no-index", str(wheel)],
-                   check=True, timeout=300)
     cwd = tmp_path / "elsewhere"
     cwd.mkdir()
     env = {**os.environ, "PYTHONWARNINGS": "ignore"}
