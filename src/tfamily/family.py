@@ -10,7 +10,19 @@ from typing import Any
 
 from .recipes import Change, base
 from .registry import MEMBERS
-from .spec import Spec, follow_depth, merge, set_key
+from .spec import Spec, merge, set_key
+
+
+def follow_depth(per_layer: list, n_layers: int) -> list:
+    """A member's own per-layer list at ``n_layers`` layers, resampled from its first entry to its
+    last (layer i of n takes entry i (m - 1) / (n - 1) of m, rounded half up), so a list that grows with depth
+    (Longformer's windows) still ends at its largest; one layer takes the first entry."""
+    m = len(per_layer)
+    if m in (0, n_layers):
+        return list(per_layer)
+    if n_layers == 1:
+        return [per_layer[0]]
+    return [per_layer[int(i * (m - 1) / (n_layers - 1) + 0.5)] for i in range(n_layers)]
 
 
 @dataclass(frozen=True)

@@ -24,3 +24,11 @@ def write_atomic(path: str | Path, data: str | bytes, mode: int | None = None) -
         tmp.unlink(missing_ok=True)
         raise
     return path
+
+
+def same_mode(like: Path, files: list[Path]) -> None:
+    """Give ``files`` the mode of ``like``: safetensors creates its files 0600 whatever the umask,
+    while Python's open() gives the JSON beside them 0666 less the umask."""
+    mode = like.stat().st_mode & 0o777
+    for f in files:
+        os.chmod(f, mode)

@@ -16,6 +16,7 @@ from typing import Any
 
 from . import numbers, registry
 from .dicts import deep_merge
+from .spec_checks import SPEC_CHECKS
 
 
 def check_choice(axis: str, value: str) -> None:
@@ -383,69 +384,6 @@ def merge(d: dict, update: dict) -> dict:
     ``params`` and ``per_layer`` (``renamed``)."""
     base = {key: renamed(axis, update[key]) if key in AXES and key in update else axis for key, axis in d.items()}
     return deep_merge(base, update)
-
-
-def follow_depth(per_layer: list, n_layers: int) -> list:
-    """A member's own per-layer list at ``n_layers`` layers, resampled from its first entry to its
-    last (layer i of n takes entry i (m - 1) / (n - 1) of m, rounded half up), so a list that grows with depth
-    (Longformer's windows) still ends at its largest; one layer takes the first entry."""
-    m = len(per_layer)
-    if m in (0, n_layers):
-        return list(per_layer)
-    if n_layers == 1:
-        return [per_layer[0]]
-    return [per_layer[int(i * (m - 1) / (n_layers - 1) + 0.5)] for i in range(n_layers)]
-
-
-def _per_layer_fits_depth(spec: Spec) -> None:
-    # A list longer than the depth would hold layers that do not exist; a shorter one cycles.
-    n = len(spec.pattern.per_layer)
-    if n > spec.depth.n_layers:
-        raise ValueError(f"pattern.per_layer has {n} entries for depth.n_layers={spec.depth.n_layers}; give at most "
-                         f"{spec.depth.n_layers} (a shorter list cycles over the layers), or raise depth.n_layers")
-
-
-def _xl_memory_needs_decoder(spec: Spec) -> None:
-    # Segment memory is carried by LanguageModel calls; the encoder sees whole inputs and
-    # the encoder-decoder's decoder state is a KV cache.
-    if spec.state.name == "xl_memory" and spec.model != "decoder":
-        raise ValueError(f"state 'xl_memory' needs model 'decoder', got model {spec.model!r}; "
-                         f"use state 'kv_cache' or 'none' for {spec.model!r}")
-
-
-def _check_reversible(spec: Spec) -> None:
-    # Kitaev et al. 2020, section 3 (RevNet, Gomez et al. 2017).
-    if spec.depth.name != "reversible":
-        return
-    if spec.residual.name != "pre_norm":
-        raise ValueError(f"depth 'reversible' with residual {spec.residual.name!r}: y1 = x1 + F(x2) "
-                         f"is invertible only for an additive residual; use residual 'pre_norm'")
-    if spec.model == "encoder_decoder":
-        raise ValueError("depth 'reversible' with model 'encoder_decoder': a reversible layer pairs "
-                         "one attention with one feed-forward and has no place for cross-attention; "
-                         "use model 'decoder' or 'encoder'")
-    if spec.depth.checkpointing:
-        raise ValueError("depth 'reversible' with depth.checkpointing=True: the reversible stack "
-                         "already recomputes activations; set checkpointing=False")
-
-
-def _al_rfou_needs_a_stack(spec: Spec) -> None:
-    # Al-Rfou et al. 2019, section 2.3: a classifier per layer needs each layer's own output.
-    if spec.objective.name == "al_rfou" and spec.depth.name != "stack":
-        raise ValueError(f"objective 'al_rfou' with depth {spec.depth.name!r}: its intermediate-layer "
-                         f"classifiers read the output of each distinct layer; use depth 'stack'")
-
-
-def _token_types_need_one_input(spec: Spec) -> None:
-    # Devlin et al. 2019: the segments of one input; an encoder-decoder's two inputs are apart already.
-    if spec.token_types and spec.model == "encoder_decoder":
-        raise ValueError(f"token_types={spec.token_types} with model 'encoder_decoder': token types mark the "
-                         f"segments of one input, and its source and target are two; set token_types=0")
-
-
-# Checks on names and numbers only; those needing a part register in tfamily/checks.py.
-SPEC_CHECKS = (_xl_memory_needs_decoder, _check_reversible, _al_rfou_needs_a_stack, _per_layer_fits_depth,
-               _token_types_need_one_input)
 
 
 def valid_keys() -> list[str]:

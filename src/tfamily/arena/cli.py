@@ -142,6 +142,23 @@ def settings(args):
                     base="papers" if getattr(args, "as_papers", False) else "attention")
 
 
+def check_base(label: str, base: str) -> None:
+    """Under the controlled protocol (``Settings.base == "attention"``) a member joins gpt's recipe with
+    its attention: one whose base is not the decoder's has no attention of its own to bring."""
+    from ..members import REGISTRY
+    from . import grid
+    name, _ = grid.split_member(label)
+    kind, own = REGISTRY[name].base, any(c.attention for c in REGISTRY[name].changes)
+    if base == "attention" and kind == "decoder" and name != "gpt" and not own:
+        raise ValueError(f"member {name} changes nothing in attention, so on gpt's recipe it would be gpt itself; "
+                         f"drop it, or pass --as-papers to train each member's full preset")
+    if base == "attention" and kind != "decoder":
+        what = f"{name}'s base is the {kind} recipe" if kind else f"{name} is recurrent"
+        raise ValueError(f"member {name}: {what}, so it has no attention change to put on gpt's recipe (its "
+                         f"attention is the dense baseline's); drop it, or pass --as-papers to train each "
+                         f"member's full preset")
+
+
 def apply_preset(args) -> None:
     """Fill the flags the command line did not give from ``args.preset``, then from ``DEFAULTS``."""
     preset = PRESETS.get(args.preset, {})
@@ -167,7 +184,7 @@ def _run(args) -> int:
     cells = grid.grid(members, args.tasks, args.seeds, args.lr)
     grid.check_cells(cells, s)
     for m in dict.fromkeys(args.members):
-        grid.check_base(m, s.base)
+        check_base(m, s.base)
     d_ff, off = grid.match_d_ff(cells, s, args.data_dir)
     grid.check_params(off, args.allow_param_mismatch)
     if s.time is not None:

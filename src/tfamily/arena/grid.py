@@ -117,22 +117,6 @@ def split_member(label: str) -> tuple[str, bool]:
     return name, bool(sep)
 
 
-def check_base(label: str, base: str) -> None:
-    """Under the controlled protocol (``Settings.base == "attention"``) a member joins gpt's recipe with
-    its attention: one whose base is not the decoder's has no attention of its own to bring."""
-    from ..members import REGISTRY
-    name, _ = split_member(label)
-    kind = REGISTRY[name].base
-    if base == "attention" and kind == "decoder" and name != "gpt" and not any(c.attention for c in REGISTRY[name].changes):
-        raise ValueError(f"member {name} changes nothing in attention, so on gpt's recipe it would be gpt itself; "
-                         f"drop it, or pass --as-papers to train each member's full preset")
-    if base == "attention" and kind != "decoder":
-        what = f"{name}'s base is the {kind} recipe" if kind else f"{name} is recurrent"
-        raise ValueError(f"member {name}: {what}, so it has no attention change to put on gpt's recipe (its "
-                         f"attention is the dense baseline's); drop it, or pass --as-papers to train each "
-                         f"member's full preset")
-
-
 def check_member(label: str) -> str:
     from ..members import REGISTRY
     name, _ = split_member(label)

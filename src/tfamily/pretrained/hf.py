@@ -28,8 +28,8 @@ import torch
 from torch import nn
 
 from .. import registry
+from ..files import same_mode
 from ..spec import Spec
-from ..train.checkpoint import same_mode
 from .load import PretrainedError
 
 # Spec fields that do not change the function a model computes (see the module docstring).

@@ -35,6 +35,7 @@ from safetensors.torch import load_file, save_file
 from torch import Tensor, nn
 
 from .. import interrupt
+from ..files import same_mode
 from ..textload import load_json, read_text
 from .versions import FORMAT_VERSION, VersionError, upgrade
 
@@ -161,14 +162,6 @@ def write(root: Path, step: int, model: nn.Module | dict[str, Tensor], groups: d
 def disk_full(e: BaseException) -> bool:
     return (isinstance(e, OSError) and e.errno in (errno.ENOSPC, errno.EDQUOT)
             or "No space left on device" in str(e) or "Disk quota exceeded" in str(e))
-
-
-def same_mode(like: Path, files: list[Path]) -> None:
-    """Give ``files`` the mode of ``like``: safetensors creates its files 0600 whatever the umask,
-    while Python's open() gives the JSON beside them 0666 less the umask."""
-    mode = like.stat().st_mode & 0o777
-    for f in files:
-        os.chmod(f, mode)
 
 
 def _no_room(root: Path, step: int, weights: dict, groups: dict) -> OSError:

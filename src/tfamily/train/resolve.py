@@ -23,7 +23,8 @@ from .. import members
 from ..build import pattern
 from ..nn.patterns import Causal, Full, SoftPattern, density
 from ..registry import STATES
-from ..spec import Spec, follow_depth, merge
+from ..family import follow_depth
+from ..spec import Spec, merge
 from . import finetune, presets
 from .config import Config
 
