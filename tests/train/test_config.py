@@ -72,3 +72,14 @@ def test_missing_config_lists_the_available_ones():
 def test_invalid_settings_name_the_option_and_valid_values(overrides, match):
     with pytest.raises(ValueError, match=match):
         load(None, overrides)
+
+
+def test_a_time_budget_alone_is_not_capped_at_the_default_steps():
+    """`--time 5m` with no step count trains for five minutes: the 1,000-step default is for a run
+    given no budget (before, a 5-minute run of a small member stopped at step 1,000 after a minute,
+    so the README's equal-time comparison was an equal-steps one)."""
+    assert load(overrides={"data.corpus": "tinyshakespeare"}).train.max_steps == 1000
+    timed = load(overrides={"data.corpus": "tinyshakespeare", "train.time_budget": "5m"})
+    assert timed.train.max_steps is None and timed.train.time_budget == "5m"
+    both = load(overrides={"data.corpus": "tinyshakespeare", "train.time_budget": "5m", "train.max_steps": 300})
+    assert both.train.max_steps == 300

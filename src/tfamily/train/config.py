@@ -147,6 +147,10 @@ def from_dict(d: dict) -> Config:
     train = dict(d.get("train", {}))
     if "betas" in train:
         train["betas"] = tuple(train["betas"])
+    if train.get("time_budget") is not None and "max_steps" not in train:
+        # a time budget alone ends the run: the default step count is for a run given no budget,
+        # else `--time 5m` would stop at step 1,000 after a minute and two members would not get equal time
+        train["max_steps"] = None
     cfg = Config(member=d.get("member", "gpt"), name=d.get("name"), size=d["size"],
                  model=copy.deepcopy(d.get("model", {})), data=DataConfig(**d.get("data", {})),
                  train=TrainConfig(**train))
