@@ -151,3 +151,28 @@ def test_the_first_estimate_times_the_model_where_that_is_cheap(machine, tmp_pat
     assert len(asked) == 1 and tr.step_s == pytest.approx(
         startup.flops_per_unit(tr.spec, tr.params, tr.task.seq_len) * tr.units_per_step / RATES["2/bf16"])
     tr.close()
+
+
+@pytest.mark.parametrize("mem_len", [32, 64])
+def test_the_timed_estimate_of_a_memory_member_runs_with_a_full_memory(machine, tmp_path, monkeypatch, mem_len):
+    """The probe's step counts the FLOPs of the run's step once its XL memory is full (mem_len + seq_len
+    keys), not those of its first step over an empty memory."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    from tfamily.build import build
+    probed = []
+    monkeypatch.setattr(autotune, "probe", lambda make, batch, *a, **k: probed.append((make(), batch)) or {})
+    tr = _start(tmp_path, f"xl{mem_len}", "member=transformer_xl", f"model.state.mem_len={mem_len}")
+    model, batch = probed[0]
+    tr.close()
+
+    def flops(loss, batch) -> int:
+        with FlopCounterMode(display=False) as count:
+            loss(batch)
+        return count.get_total_flops()
+    reference = build(tr.spec)
+    state = reference.new_state()
+    for _ in range(mem_len // 32):  # the run's steps over a stream of 32-token segments
+        reference.loss({**batch, "state": state})
+    full = flops(lambda b: reference.loss({**b, "state": state}), batch)
+    assert flops(model.loss, batch) == full > flops(build(tr.spec).loss, batch)

@@ -25,6 +25,7 @@ from ..hardware import cpu_has_bf16
 from ..sizes import param_count
 from ..spec import Spec
 from . import autotune, calibrate
+from .evaluate import carried_state, to_device
 
 TELL_STEPS, TELL_S = 10, 30.0  # the measured line: after this many steps, or seconds if sooner
 ESTIMATE_S = 1.5  # the most the start spends timing the model for its estimate (``estimate``)
@@ -135,14 +136,36 @@ def _machine(tr) -> calibrate.Calibration | None:
 
 def measure(tr, settings: list[tuple[int, str]], budget_s: float | None = None) -> dict:
     """Units/s per setting on the trainer ``tr``'s first batch (``autotune.probe``); the task's
-    position is restored."""
+    position is restored. A state the run carries from batch to batch (XL memory) is filled
+    first, so the timed steps attend over ``mem_len`` + ``seq_len`` keys as every step after the
+    first few of the run does: timed with an empty memory, Transformer-XL's first estimate was
+    0.59 of its measured step (docs/results/training.md)."""
     position = tr.task.state_dict()
     batch = tr.task.next()
     tr.task.load_state_dict(position)
 
     def make() -> nn.Module:  # a throwaway copy (a model given ready-made is copied)
-        return build(tr.spec) if tr.spec is not None else copy.deepcopy(tr.model)
+        model = (build(tr.spec) if tr.spec is not None else copy.deepcopy(tr.model)).to(tr.device)
+        state = carried_state(model, tr.task.carries_state)
+        if state is None:
+            return model
+        mem_len = tr.spec.state.mem_len if tr.spec is not None else 0
+        with torch.no_grad():  # ceil(mem_len / seq_len) segments fill it; the first fills an RNN's state
+            for _ in range(max(1, -(-mem_len // tr.task.seq_len))):
+                model.loss({**to_device(batch, tr.device), "state": state})
+        return _Carrying(model, state)
     return autotune.probe(make, batch, tr.task.size(batch), tr.device, settings, budget_s=budget_s)
+
+
+class _Carrying(nn.Module):
+    """``model.loss`` with a carried ``state`` (the probe's steps keep it full, as the run's do)."""
+
+    def __init__(self, model: nn.Module, state):
+        super().__init__()
+        self.model, self.state = model, state
+
+    def loss(self, batch: dict):
+        return self.model.loss({**batch, "state": self.state})
 
 
 def _device(device: torch.device) -> str:
