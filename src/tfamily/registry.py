@@ -78,6 +78,11 @@ class Registry(Mapping):
         self._entries[name] = Entry(name, make, tuple(needs), info)
         return make
 
+    def unregister(self, name: str) -> None:
+        """Drop ``name`` (a toy registered by a test); a name never registered is refused."""
+        self.check(name)
+        del self._entries[name]
+
     def _load(self) -> None:
         if not self._loaded:
             self._loaded = True  # before importing: a provider reads its own registry while loading
@@ -91,6 +96,11 @@ class Registry(Mapping):
     def names(self) -> list[str]:
         self._load()
         return sorted(self._entries)
+
+    def in_order(self) -> list[str]:
+        """The names in the order they were registered (a listing that reads in its folder's order)."""
+        self._load()
+        return list(self._entries)
 
     def check(self, name: Any) -> None:
         """Refuse a name that is not registered, listing the valid ones."""
@@ -180,6 +190,11 @@ MEMBERS = Registry("member", ("tfamily.members",))
 # Cross-axis checks (name -> check(spec) raising ValueError), run on every Spec; the ones
 # that need a part (a kernel validating its parameters) live next to build (tfamily/checks.py).
 CHECKS = Registry("check", ("tfamily.checks",))
+# Extension points outside the spec: the arena's tasks (name -> ``arena.tasks.base.ArenaTask``, one file
+# per task in ``arena/tasks/``) and the Hugging Face families (config.json's model_type -> a module with
+# the names of ``pretrained.family.Family``, one module per family in ``pretrained/``).
+ARENA_TASKS = Registry("arena task", ("tfamily.arena.tasks",))
+PRETRAINED = Registry("pretrained family", ("tfamily.pretrained.families",))
 
 AXES: dict[str, Registry] = {r.axis: r for r in (MODELS, PATTERNS, KERNELS, POSITIONS, HEADS, RESIDUALS,
                                                   DEPTHS, STATES, FEEDFORWARDS, ACTIVATIONS, OBJECTIVES,

@@ -6,8 +6,8 @@ leaderboard (after Long Range Arena, Tay et al. 2021).
 ``train.tasks.classify.ClassifyTask``), each in its own run directory, resumable and shardable
 (``grid.py``), and writes the leaderboard (``table.py``); `tfamily arena report DIR` renders it,
 its plots and every cell's learning curve as one HTML page (``report.py``); `tfamily arena speed DIR`
-measures the speed and memory columns (``speed.py``). The tasks are in ``tasks.py`` (``lm.py``: byte-level
-language modelling).
+measures the speed and memory columns (``speed.py``). The tasks are declared one per file in ``tasks/``
+(``tasks/lm.py``: byte-level language modelling).
 
 The rules every cell follows (enforced by ``grid.config``, the only place a cell's settings are made):
 

@@ -32,7 +32,8 @@ def add_parser(sub) -> None:
                    help="train each member's full preset (its paper's recipe); by default every member is gpt's "
                         "recipe with only its attention (pattern, kernel, shared-QK heads, reversible depth), so "
                         "the table compares attention alone, as Long Range Arena does")
-    p.add_argument("--tasks", nargs="+", default=None, help="listops, mnist, pathfinder, text, match (default listops)")
+    from . import tasks  # the declarations (no torch): their names and default lengths
+    p.add_argument("--tasks", nargs="+", default=None, help=f"{', '.join(tasks.names())} (default listops)")
     p.add_argument("--seeds", type=int, default=None, help="seeds 0..N-1 per (task, member) (default 1)")
     p.add_argument("--steps", nargs="+", default=None, metavar="N|TASK=N",
                    help="training steps per cell (default 200 without --time); TASK=N for one task, e.g. "
@@ -46,8 +47,8 @@ def add_parser(sub) -> None:
                         "rate's cell 1/K of it, so the sweep spends at most this; each cell stops when its share is "
                         "spent (with --steps: whichever comes first)")
     p.add_argument("--length", nargs="+", default=[], metavar="TASK=N",
-                   help="sequence length per task (mnist, pathfinder: the image side); defaults listops=256 "
-                        "mnist=14 pathfinder=16 text=256 match=256")
+                   help=f"sequence length per task (mnist, pathfinder: the image side); defaults "
+                        f"{' '.join(f'{n}={tasks.get(n).length}' for n in tasks.names())}")
     p.add_argument("--d-model", type=int, default=64)
     p.add_argument("--layers", type=int, default=2)
     p.add_argument("--heads", type=int, default=4)

@@ -55,7 +55,7 @@ class Settings:
     """What every cell shares (the fairness rules of ``arena/__init__.py``)."""
     steps: int | None = 20
     time: str | None = None
-    lengths: dict = field(default_factory=dict)   # task -> length; missing: tasks.DEFAULT_LENGTHS
+    lengths: dict = field(default_factory=dict)   # task -> length; missing: the task's declared length
     task_steps: dict = field(default_factory=dict)  # task -> steps; missing: ``steps``
     d_model: int = 64
     n_layers: int = 2
@@ -77,7 +77,7 @@ class Settings:
     ckpt_every: int | None = 50                   # not part of the plan: it changes no number
 
     def length(self, task: str) -> int:
-        return self.lengths.get(task, tasks.DEFAULT_LENGTHS[task])
+        return self.lengths[task] if task in self.lengths else tasks.get(task).length
 
     def steps_for(self, task: str) -> int | None:
         return self.task_steps.get(task, self.steps)
@@ -155,8 +155,9 @@ def config(cell: Cell, s: Settings, run_dir: Path, n_classes: int | None, d_ff: 
     from ..spec import merge
     member, causal = split_member(cell.member)
     n = tasks.seq_len(cell.task, s.length(cell.task))
-    lm = cell.task in tasks.LANGUAGE  # the member's own decoder and objective (causal LM)
-    kind = {} if lm else {"model": "dual_encoder" if cell.task in tasks.PAIRED else "classifier",
+    declared = tasks.get(cell.task)
+    lm = declared.metric == "bpc"  # a language task: the member's own decoder and objective (causal LM)
+    kind = {} if lm else {"model": "dual_encoder" if declared.paired else "classifier",
                           "objective": {"name": "classification", "params": {"n_classes": n_classes}}}
     model = {**kind, "d_model": s.d_model, "depth": {"n_layers": s.n_layers}, "heads": {"n_heads": s.n_heads, "d_head": None},
              "position": {"max_len": n}, **({"ff": {"d_ff": d_ff}} if d_ff else {})}
