@@ -1,7 +1,6 @@
 """`tfamily.from_pretrained` and the table of supported architectures (see the package's docstring)."""
 from __future__ import annotations
 
-import importlib
 import re
 from pathlib import Path
 from typing import NamedTuple
@@ -9,15 +8,14 @@ from typing import NamedTuple
 import torch
 from torch import nn
 
+from .. import registry
 from ..data.tokenizer import TOKENIZER_BYTES
 from ..numbers import cut
 from ..spec import Spec
 from ..textload import read_json
+from . import families
 from .load import PretrainedError, Weights, load_into, read_config, read_tensors
 
-# model_type in config.json -> the module that maps it.
-FAMILIES = {"gpt2": "gpt2", "llama": "llama", "mistral": "llama", "bert": "bert", "roberta": "bert", "t5": "t5",
-            "longformer": "longformer", "big_bird": "bigbird"}
 
 
 class Pretrained(NamedTuple):
@@ -25,12 +23,19 @@ class Pretrained(NamedTuple):
     spec: Spec
 
 
-def family(config: dict, path: Path):
+def family(config: dict, path: Path) -> families.Family:
+    """The family module of the checkpoint's ``model_type`` (``registry.PRETRAINED``)."""
     kind = config.get("model_type")
-    if not isinstance(kind, str) or kind not in FAMILIES:
+    if not isinstance(kind, str) or kind not in registry.PRETRAINED:
         raise PretrainedError(f"{path / 'config.json'} has model_type {cut(kind)}, which tfamily does not import; "
-                              f"supported: {', '.join(FAMILIES)}")
-    return importlib.import_module(f"{__package__}.{FAMILIES[kind]}")
+                              f"supported: {', '.join(registry.PRETRAINED.in_order())}")
+    return families.family(kind)
+
+
+def __getattr__(name: str):
+    if name == "FAMILIES":  # model_type in config.json -> the module that maps it, read from the registry
+        return dict(families.table())
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def with_mask_id(config: dict, path: Path) -> dict:

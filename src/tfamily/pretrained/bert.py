@@ -33,6 +33,7 @@ ACTIVATIONS = activations("gelu", "gelu_new", "gelu_pytorch_tanh", "relu")
 HEAD_ACTIVATIONS = ("gelu", "gelu_new", "gelu_pytorch_tanh")
 PREFIXES = ("bert.", "roberta.")
 IGNORE = ("pooler.", "cls.seq_relationship.", "embeddings.position_ids", "embeddings.token_type_ids")
+TITLE, MODEL = "BERT", "encoder"
 
 
 def _offset(config: dict) -> int:
@@ -61,6 +62,11 @@ FIELDS = (Field("vocab_size", "vocab_size", 30522), Field("hidden_size", "d_mode
 FIXED = dict(model="encoder", ff_dropout=0.0, scale_embeddings=False, logit_scale=False, bias=True,
              pattern={"name": "full"}, position={"name": "learned"}, residual={"name": "post_norm"},
              norm={"name": "layer_norm", "embed": True}, ff={"name": "mlp"}, objective={"name": "masked_lm"})
+
+
+def exports(spec_: Spec) -> bool:
+    """An encoder without Longformer's global projections."""
+    return spec_.model == "encoder" and not spec_.heads.global_qkv
 
 
 def spec(config: dict) -> Spec:

@@ -20,6 +20,7 @@ ACTIVATIONS = activations("gelu_new", "gelu_pytorch_tanh", "gelu", "relu")
 PREFIXES = ("transformer.",)
 IGNORE = (".attn.bias", ".attn.masked_bias")  # the causal-mask buffers of older checkpoints
 ARCHITECTURE = "GPT2LMHeadModel"
+TITLE, MODEL = "GPT-2", "decoder"
 
 FIELDS = (Field("vocab_size", "vocab_size", 50257), Field("n_embd", "d_model", 768),
           Field("n_layer", "depth.n_layers", 12), Field("n_head", "heads.n_heads", 12),
@@ -33,6 +34,11 @@ FIXED = dict(member="gpt2", paper="Radford et al. 2019 (GPT-2), from a Hugging F
              ff_dropout=0.0, scale_embeddings=False, logit_scale=False, bias=True, pattern={"name": "causal"},
              position={"name": "learned"}, residual={"name": "pre_norm"}, norm={"name": "layer_norm"},
              ff={"name": "mlp"}, objective={"name": "causal_lm"})
+
+
+def exports(spec_: Spec) -> bool:
+    """Every decoder without rotary positions (Llama's); a choice GPT-2 lacks is refused by name."""
+    return spec_.model == "decoder" and spec_.position.name != "rotary"
 
 
 def spec(config: dict) -> Spec:

@@ -17,7 +17,6 @@ appears, it is imported again and its logits compared with the model's.
 from __future__ import annotations
 
 import contextlib
-import importlib
 import inspect
 import json
 import os
@@ -30,6 +29,7 @@ from torch import nn
 from .. import registry
 from ..files import same_mode
 from ..spec import Spec
+from . import families
 from .load import PretrainedError
 
 # Spec fields that do not change the function a model computes (see the module docstring).
@@ -41,20 +41,21 @@ _PARAMS = {"pattern": registry.PATTERNS, "position": registry.POSITIONS, "residu
 ATOL = 1e-4
 
 
-def family_of(spec: Spec):
-    """The family module whose architecture the spec's model and position choose."""
-    name = spec.member or "this model"
-    if spec.model == "encoder":
-        fam = "longformer" if spec.heads.global_qkv else "bert"
-    elif spec.model == "decoder":
-        fam = "llama" if spec.position.name == "rotary" else "gpt2"
-    elif spec.model == "encoder_decoder":
-        fam = "t5"
-    else:
-        raise ValueError(f"{name} cannot be exported as a Hugging Face checkpoint: model {spec.model!r} has no "
-                         f"peer mapping; supported: decoder (GPT-2, Llama, Mistral), encoder (BERT, Longformer), "
-                         f"encoder_decoder (T5)")
-    return importlib.import_module(f"{__package__}.{fam}")
+def family_of(spec: Spec) -> families.Exports:
+    """The exporting family (``pretrained/families.py``) that says it ``exports`` the spec: the one
+    whose architecture the spec's model and position choose."""
+    claim = [fam for fam in families.exporting() if fam.exports(spec)]
+    if len(claim) > 1:
+        raise ValueError(f"families {', '.join(f.__name__ for f in claim)} all claim to export {spec.member or 'this'} "
+                         f"model; make their exports() tell it apart")
+    if not claim:
+        kinds: dict[str, list[str]] = {}
+        for fam in families.exporting():
+            kinds.setdefault(fam.MODEL, []).append(fam.TITLE)
+        supported = ", ".join(f"{kind} ({', '.join(titles)})" for kind, titles in kinds.items())
+        raise ValueError(f"{spec.member or 'this model'} cannot be exported as a Hugging Face checkpoint: model "
+                         f"{spec.model!r} has no peer mapping; supported: {supported}")
+    return claim[0]
 
 
 def _defaults(reg, name: str) -> dict:

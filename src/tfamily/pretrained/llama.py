@@ -22,6 +22,7 @@ from .load import (Field, Link, PretrainedError, Weights, activations, config_fi
 ACTIVATIONS = activations("silu", "gelu", "gelu_pytorch_tanh")
 PREFIXES = ("model.",)
 IGNORE = ("rotary_emb.inv_freq",)  # a buffer older checkpoints saved; recomputed from the base
+TITLE, MODEL = "Llama, Mistral", "decoder"
 
 
 def _rope_base(config: dict) -> float:
@@ -49,6 +50,11 @@ FIELDS = (Field("vocab_size", "vocab_size", 32000), Field("hidden_size", "d_mode
 FIXED = dict(model="decoder", dropout=0.0, embed_dropout=0.0, ff_dropout=0.0, scale_embeddings=False,
              logit_scale=False, position={"name": "rotary"}, residual={"name": "pre_norm"}, norm={"name": "rms_norm"},
              ff={"name": "glu"}, objective={"name": "causal_lm"})
+
+
+def exports(spec_: Spec) -> bool:
+    """A decoder with rotary positions (Mistral when it has a sliding window)."""
+    return spec_.model == "decoder" and spec_.position.name == "rotary"
 
 
 def spec(config: dict) -> Spec:

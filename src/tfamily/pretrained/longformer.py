@@ -20,6 +20,7 @@ from .load import Link, PretrainedError, Weights, field, give_links, take_links
 
 PREFIXES = ("longformer.",)
 IGNORE = bert.IGNORE
+TITLE, MODEL = "Longformer", "encoder"
 
 
 def _windows(config: dict) -> list[int]:
@@ -31,6 +32,11 @@ def _windows(config: dict) -> list[int]:
         raise PretrainedError(f"config.json field attention_window={w!r} has no tfamily mapping; supported: an even "
                               f"integer >= 2, or a list of {n} of them (one per layer)")
     return ws
+
+
+def exports(spec_: Spec) -> bool:
+    """An encoder with global projections (Beltagy et al. 2020, section 3.1)."""
+    return spec_.model == "encoder" and spec_.heads.global_qkv
 
 
 def spec(config: dict) -> Spec:

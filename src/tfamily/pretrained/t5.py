@@ -23,6 +23,7 @@ ACTIVATIONS = activations("relu", "gelu_new", "gelu_pytorch_tanh", "gelu", "silu
 PREFIXES = ()
 # The stacks' own references to the shared table, and a cross-attention table HF itself drops.
 IGNORE = ("encoder.embed_tokens.weight", "decoder.embed_tokens.weight", "EncDecAttention.relative_attention_bias")
+TITLE, MODEL = "T5", "encoder_decoder"
 
 
 def _activation(config: dict) -> tuple[bool, str]:
@@ -48,6 +49,11 @@ def _head(config: dict) -> tuple[bool, bool]:
                               "tfamily mapping (the d_model^-0.5 output scale reads a tied head); supported: "
                               "a tied head, scaled or not, or an untied unscaled one")
     return tied, scaled
+
+
+def exports(spec_: Spec) -> bool:
+    """Every encoder-decoder; a choice T5 lacks is refused by name."""
+    return spec_.model == "encoder_decoder"
 
 
 def spec(config: dict) -> Spec:
