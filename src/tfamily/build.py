@@ -2,12 +2,10 @@
 resolved here into a part, and members differ only in which parts they get.
 
 Parts are constructed through their axis registry (``tfamily/registry.py``), which
-supplies each constructor the sizes it ``needs``; the depth, state, objective and model
-axes, whose constructors assemble several parts, register here.
+supplies each constructor the sizes it ``needs``; every axis registers in its own folder
+except the model kinds: assembling a model is reading a spec, so they register here.
 """
 from __future__ import annotations
-
-from collections.abc import Callable
 
 from torch import nn
 
@@ -18,8 +16,7 @@ from .models.rnn_decoders import BahdanauDecoder, LuongDecoder
 from .models.rnn_encdec import RNNEncoderDecoder
 from .nn.attention import Attention
 from .nn.block import Block
-from .nn.depth import (CELLS, HaltingUnit, RecurrentStack, ReversibleStack, Stack, Universal, UniversalACT,
-                       make_rnn)
+from .nn.depth import RNN_OPTIONS, make_rnn  # noqa: F401  (RNN_OPTIONS: build.RNN_OPTIONS, as before)
 from .nn.embedding import LMHead, NoTokenTypes, TokenEmbedding, TokenTypes
 from .nn.feedforward import Chunked
 from .nn.heads import QKVProjection
@@ -28,9 +25,7 @@ from .nn.init import InitScheme, init_linears
 from .nn.patterns import Full, Pattern, SoftPattern, SoftPatternKernel
 from .nn.patterns import resolve as resolve_pattern
 from .nn.position import NoPosition
-from .nn.position.coordinate import Coordinate
-from .nn.state import SegmentMemory
-from .objectives import AuxiliaryLosses, CausalLM, Classification, MaskedLM, ReservesIds, Seq2Seq, SpanCorruption
+from .objectives import Classification, ReservesIds
 from .registry import (ALIGNMENTS, DEPTHS, FEEDFORWARDS, HEADS, INITS, KERNELS, MEMBERS, MODELS, NORMS,
                        OBJECTIVES, PATTERNS, POSITIONS, RESIDUALS, STATES)
 from .sizes import check_fits
@@ -111,36 +106,6 @@ def block(spec: Spec, layer: int, *, pattern_: Pattern | None = None, cross: boo
                  cross_residual=residual(spec) if cross else None)
 
 
-def _stack(blocks: Callable[[int], nn.Module], n_layers: int, final_norm: nn.Module | None, spec: Spec):
-    return Stack([blocks(i) for i in range(n_layers)], final_norm, spec.depth.checkpointing)
-
-
-def _reversible(blocks: Callable[[int], nn.Module], n_layers: int, final_norm: nn.Module | None, spec: Spec):
-    # Kitaev et al. 2020, section 3: reversible layers built from each block's attention/feed-forward.
-    return ReversibleStack([blocks(i) for i in range(n_layers)], final_norm)
-
-
-def _universal(blocks: Callable[[int], nn.Module], n_layers: int, final_norm: nn.Module | None, spec: Spec):
-    # Dehghani et al. 2019: one block shared by all T = n_layers recurrent steps, the
-    # coordinate signal (eq. 6-7) added before each.
-    return Universal(blocks(0), Coordinate(spec.d_model), n_layers, final_norm)
-
-
-def _universal_act(blocks: Callable[[int], nn.Module], n_layers: int, final_norm: nn.Module | None, spec: Spec,
-                   eps: float = 0.01, ponder_weight: float = 0.01, halting_bias: float = 1.0):
-    # Dehghani et al. 2019, section 2.2 with tensor2tensor's halting: n_layers is max_steps.
-    return UniversalACT(blocks(0), Coordinate(spec.d_model), HaltingUnit(spec.d_model, halting_bias), n_layers,
-                        eps=eps, ponder_weight=ponder_weight, final_norm=final_norm)
-
-
-_DEPTH_NEEDS = ("blocks", "n_layers", "final_norm", "spec")
-DEPTHS.register("stack", _stack, needs=_DEPTH_NEEDS)
-DEPTHS.register("reversible", _reversible, needs=_DEPTH_NEEDS)
-# shared: one block serves every step (no per-layer inputs for XL memory, nothing to checkpoint per layer)
-DEPTHS.register("universal", _universal, needs=_DEPTH_NEEDS, shared=True)
-DEPTHS.register("universal_act", _universal_act, needs=_DEPTH_NEEDS, shared=True)
-
-
 def stack(spec: Spec, n_layers: int, *, pattern_: Pattern | None = None, cross: bool = False) -> nn.Module:
     final = RESIDUALS.entry(spec.residual.name).info["final_norm"]
     # A position part marked shared is built once per stack (T5: layer 0's bias serves every layer),
@@ -148,10 +113,11 @@ def stack(spec: Spec, n_layers: int, *, pattern_: Pattern | None = None, cross: 
     shared = None
     if POSITIONS.entry(spec.position.name).info.get("shared"):
         shared = position(spec, (pattern_ if pattern_ is not None else pattern(spec, 0)).causal)
+    # Each depth kind takes the needs it declares (nn/depth/): a recurrent stack no blocks.
     return DEPTHS.make(spec.depth.name, spec.depth.params,
                        blocks=lambda i: block(spec, i, pattern_=pattern_, cross=cross, position_=shared),
-                       n_layers=n_layers,
-                       final_norm=norm(spec) if final else None, spec=spec)
+                       n_layers=n_layers, final_norm=norm(spec) if final else None,
+                       checkpointing=spec.depth.checkpointing, d_model=spec.d_model, dropout=spec.dropout)
 
 
 def input_position(spec: Spec) -> nn.Module:
@@ -165,36 +131,9 @@ def input_position(spec: Spec) -> nn.Module:
     return position
 
 
-def _xl_memory(spec: Spec, layers: nn.Module) -> Callable[..., SegmentMemory]:
-    # Dai et al. 2019, section 3.2: memory of mem_len layer inputs; a layer whose soft pattern
-    # sees fewer keys (adaptive span) keeps only what it can see.
-    patterns = [b.attn.pattern for b in layers.blocks]
-    limits = [p.memory_needed if isinstance(p, SoftPattern) else None for p in patterns]
-
-    def make(mem_len: int = spec.state.mem_len) -> SegmentMemory:
-        return SegmentMemory(len(layers), mem_len, limits)
-    return make
-
-
-def _per_call(spec: Spec, layers: nn.Module) -> None:
-    # Nothing crosses calls; decoding still builds its KV cache per layer (models/generate.py).
-    return None
-
-
-# name -> constructor(spec, stack) -> new_state(**kw) | None (the model's KV cache per layer).
-STATES.register("none", _per_call, needs=("spec", "layers"))
-STATES.register("kv_cache", _per_call, needs=("spec", "layers"))
-# carried: the state crosses segments, so the trainer streams contiguous segments for it (train/resolve.py).
-STATES.register("xl_memory", _xl_memory, needs=("spec", "layers"), carried=True)
-
-# models: the model kinds an objective trains; the spec refuses other pairs.
-OBJECTIVES.register("causal_lm", lambda: CausalLM(), models=("decoder",))
-OBJECTIVES.register("masked_lm", MaskedLM, needs=("vocab_size",), models=("encoder",))
-OBJECTIVES.register("seq2seq", lambda: Seq2Seq(), models=("encoder_decoder",))
-OBJECTIVES.register("span_corruption", SpanCorruption, needs=("vocab_size",), models=("encoder_decoder",))
-# Al-Rfou et al. 2019: causal LM plus per-layer classifiers, cut off as training progresses.
-OBJECTIVES.register("al_rfou", AuxiliaryLosses, needs=("vocab_size", "d_model", "n_layers"), models=("decoder",))
-OBJECTIVES.register("classification", Classification, models=("classifier", "dual_encoder"))
+def state(spec: Spec, layers: nn.Module):
+    """The model's ``new_state`` for ``layers`` (nn/state/, nn/depth/recurrent.py; None: a KV cache per layer)."""
+    return STATES.make(spec.state.name, spec.state.params, layers=layers, mem_len=spec.state.mem_len)
 
 
 def objective(spec: Spec) -> nn.Module:
@@ -239,9 +178,8 @@ def _language_model(spec: Spec) -> nn.Module:
     if spec.model == "encoder":
         head = MLMHead(spec.d_model, head, norm(spec), out_bias=spec.bias, activation=_mlm_activation(spec))
     layers = stack(spec, spec.depth.n_layers)
-    make_state = STATES.make(spec.state.name, spec.state.params, spec=spec, layers=layers)
     return LanguageModel(embed, input_position(spec), layers, head, objective_, spec.dropout_at("embed"),
-                         make_state=make_state, embed_norm=norm(spec) if spec.norm.embed else None,
+                         make_state=state(spec, layers), embed_norm=norm(spec) if spec.norm.embed else None,
                          types=token_types(spec))
 
 
@@ -284,25 +222,6 @@ def _encoder_decoder(spec: Spec) -> nn.Module:
     decoder = stack(spec, spec.depth.n_layers, cross=True)
     return EncoderDecoder(embed, input_position(spec), encoder, decoder, head,
                           objective_, spec.dropout_at("embed"))
-
-
-# -- recurrent depths: one torch.nn RNN/LSTM/GRU is the whole stack (nn/depth/recurrent.py);
-# as an encoder-decoder, its params choose how the decoder reads the encoder (models/rnn_encdec.py).
-RNN_OPTIONS = {"bidirectional": False, "alignment": "general", "attend": "luong", "input_feeding": True}
-
-
-def _recurrent(cell: str) -> Callable[..., nn.Module]:
-    def make(spec: Spec, n_layers: int, bidirectional: bool = RNN_OPTIONS["bidirectional"],
-             alignment: str = RNN_OPTIONS["alignment"], attend: str = RNN_OPTIONS["attend"],
-             input_feeding: bool = RNN_OPTIONS["input_feeding"]) -> nn.Module:
-        # A decoder-only model's stack; checks.check_recurrent refuses the encoder-decoder options there.
-        return RecurrentStack(make_rnn(cell, spec.d_model, spec.d_model, n_layers, dropout=spec.dropout))
-    return make
-
-
-for _cell in CELLS:
-    DEPTHS.register(_cell, _recurrent(_cell), needs=("spec", "n_layers"), recurrent=True)
-STATES.register("rnn_hidden", lambda spec, layers: layers.new_state, needs=("spec", "layers"), carried=True)
 
 
 def _rnn_encoder_decoder(spec: Spec) -> nn.Module:

@@ -5,8 +5,8 @@ valid names and parameter keys from here, and ``build.py`` constructs parts thro
 
 Import direction: this module imports nothing from tfamily. Parts register into it
 (the axis folders under ``nn/``: ``patterns``, ``kernels``, ``position``, ``heads``,
-``residual``, ``norm``, ``feedforward``, ``init``; for the axes whose constructors assemble several
-parts, ``build``), and ``spec.py`` reads it, so the spec never imports ``nn/``. Each
+``residual``, ``norm``, ``feedforward``, ``init``, ``depth``, ``state``; ``objectives/``; the model
+kinds, whose assembly reads the whole spec, in ``build``), and ``spec.py`` reads it, so the spec never imports ``nn/``. Each
 registry names the modules that register into it (``providers``) and imports them the
 first time its names are read, so the valid names are the registered ones whichever
 module was imported first.
@@ -168,17 +168,17 @@ class Registry(Mapping):
 
 _BUILD = "tfamily.build"
 
-MODELS = Registry("model", (_BUILD,))
+MODELS = Registry("model", (_BUILD,))  # assembling a model reads the spec: build.py
 PATTERNS = Registry("pattern", ("tfamily.nn.patterns",))
 KERNELS = Registry("kernel", ("tfamily.nn.kernels",))
 POSITIONS = Registry("position", ("tfamily.nn.position",))
 HEADS = Registry("heads", ("tfamily.nn.heads",))
 RESIDUALS = Registry("residual", ("tfamily.nn.residual",))
-DEPTHS = Registry("depth", (_BUILD,))
-STATES = Registry("state", (_BUILD,))
+DEPTHS = Registry("depth", ("tfamily.nn.depth",))
+STATES = Registry("state", ("tfamily.nn.state", "tfamily.nn.depth"))
 FEEDFORWARDS = Registry("ff", ("tfamily.nn.feedforward",))
 ACTIVATIONS = Registry("activation", ("tfamily.nn.feedforward",))
-OBJECTIVES = Registry("objective", (_BUILD,))
+OBJECTIVES = Registry("objective", ("tfamily.objectives",))
 INITS = Registry("init", ("tfamily.nn.init",))
 NORMS = Registry("norm", ("tfamily.nn.norm",))
 # Alignment scores of recurrent encoder-decoders (dot, general, concat, additive), chosen in a

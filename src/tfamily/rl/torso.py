@@ -170,9 +170,7 @@ def build_torso(member: str, *, d_model: int = 64, n_layers: int = 2, n_heads: i
         from ..build import stack
         spec = members.get(RECURRENT[member])(d_model=d_model, dropout=0.0, depth__n_layers=n_layers)
         return RecurrentTorso(stack(spec, n_layers), d_model)
-    from ..build import input_position, stack
-    from ..registry import STATES
+    from ..build import input_position, stack, state
     spec = torso_spec(member, d_model, n_layers, n_heads, mem_len, gate_bias)
     layers = stack(spec, spec.depth.n_layers)
-    make_state = STATES.make(spec.state.name, spec.state.params, spec=spec, layers=layers)
-    return StackTorso(input_position(spec), layers, make_state, d_model)
+    return StackTorso(input_position(spec), layers, state(spec, layers), d_model)

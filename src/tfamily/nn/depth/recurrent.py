@@ -11,9 +11,12 @@ the boundary. ``truncate=False`` keeps the graph (the whole history is different
 """
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from torch import Tensor, nn
 
 from ..state import row_mask
+from ...registry import DEPTHS, STATES
 
 CELLS = {"rnn": nn.RNN, "lstm": nn.LSTM, "gru": nn.GRU}
 
@@ -142,3 +145,23 @@ class RecurrentStack(nn.Module):
         if state is not None:
             state.update(hidden)
         return out
+
+
+# How a recurrent encoder-decoder's decoder reads its encoder (models/rnn_encdec.py, assembled in
+# build.py): the recurrent depths' params, with these defaults.
+RNN_OPTIONS = {"bidirectional": False, "alignment": "general", "attend": "luong", "input_feeding": True}
+
+
+def _recurrent(cell: str) -> Callable[..., nn.Module]:
+    def make(d_model: int, n_layers: int, dropout: float, bidirectional: bool = RNN_OPTIONS["bidirectional"],
+             alignment: str = RNN_OPTIONS["alignment"], attend: str = RNN_OPTIONS["attend"],
+             input_feeding: bool = RNN_OPTIONS["input_feeding"]) -> nn.Module:
+        # A decoder-only model's stack; checks.check_recurrent refuses the encoder-decoder options there.
+        return RecurrentStack(make_rnn(cell, d_model, d_model, n_layers, dropout=dropout))
+    return make
+
+
+for _cell in CELLS:
+    DEPTHS.register(_cell, _recurrent(_cell), needs=("d_model", "n_layers", "dropout"), recurrent=True)
+# The hidden state of the stack's layers, carried between segments (truncated BPTT).
+STATES.register("rnn_hidden", lambda layers: layers.new_state, needs=("layers",), carried=True)

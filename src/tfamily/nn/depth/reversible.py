@@ -21,7 +21,7 @@ time; ``torch.autograd.grad(loss, params)`` therefore does not see them (use
 """
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from contextlib import contextmanager
 
 import torch
@@ -29,6 +29,7 @@ from torch import Tensor, nn
 
 from ..feedforward import own_padding
 from ..state import LayerState
+from ...registry import DEPTHS
 
 
 def _branch(residual: nn.Module, sublayer, x: Tensor, **kw) -> Tensor:
@@ -165,3 +166,11 @@ class ReversibleStack(nn.Module):
             x1 = x1 + attention_branch(block, x2, key_padding, s)
             x2 = x2 + feedforward_branch(block, x1, key_padding, s)
         return x1, x2
+
+
+def reversible(blocks: Callable[[int], nn.Module], n_layers: int, final_norm: nn.Module | None) -> ReversibleStack:
+    # Kitaev et al. 2020, section 3: reversible layers built from each block's attention/feed-forward.
+    return ReversibleStack([blocks(i) for i in range(n_layers)], final_norm)
+
+
+DEPTHS.register("reversible", reversible, needs=("blocks", "n_layers", "final_norm"))

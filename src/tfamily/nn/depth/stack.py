@@ -2,12 +2,13 @@
 2016) to trade compute for memory."""
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from torch import Tensor, nn
 from torch.utils.checkpoint import checkpoint
 
 from ..state import LayerState
+from ...registry import DEPTHS
 
 
 class Stack(nn.Module):
@@ -36,3 +37,12 @@ class Stack(nn.Module):
             else:
                 x = block(x, state=s, **kw)
         return self.final_norm(x)
+
+
+def stack(blocks: Callable[[int], nn.Module], n_layers: int, final_norm: nn.Module | None,
+          checkpointing: bool) -> Stack:
+    # Vaswani et al. 2017, section 3.1: N distinct layers; ``blocks(i)`` builds layer i.
+    return Stack([blocks(i) for i in range(n_layers)], final_norm, checkpointing)
+
+
+DEPTHS.register("stack", stack, needs=("blocks", "n_layers", "final_norm", "checkpointing"))

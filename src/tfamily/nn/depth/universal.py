@@ -30,14 +30,16 @@ weight 0, so the output equals recomputation.
 """
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import torch
 from torch import Tensor, nn
 
+from ..position.coordinate import Coordinate
 from ..state import LayerState
 from ..tracing import recording
 from ...numbers import check_int, check_number
+from ...registry import DEPTHS
 
 
 def _offset(state: Sequence[LayerState] | None) -> int | Tensor:
@@ -161,3 +163,25 @@ class UniversalACT(nn.Module):
 
     def halting_device(self) -> torch.device:
         return next(self.halting.parameters(), torch.zeros(())).device
+
+
+_NEEDS = ("blocks", "n_layers", "final_norm", "d_model")
+
+
+def universal(blocks: Callable[[int], nn.Module], n_layers: int, final_norm: nn.Module | None,
+              d_model: int) -> Universal:
+    # Dehghani et al. 2019: one block shared by all T = n_layers recurrent steps, the
+    # coordinate signal (eq. 6-7) added before each.
+    return Universal(blocks(0), Coordinate(d_model), n_layers, final_norm)
+
+
+def universal_act(blocks: Callable[[int], nn.Module], n_layers: int, final_norm: nn.Module | None, d_model: int,
+                  eps: float = 0.01, ponder_weight: float = 0.01, halting_bias: float = 1.0) -> UniversalACT:
+    # Dehghani et al. 2019, section 2.2 with tensor2tensor's halting: n_layers is max_steps.
+    return UniversalACT(blocks(0), Coordinate(d_model), HaltingUnit(d_model, halting_bias), n_layers,
+                        eps=eps, ponder_weight=ponder_weight, final_norm=final_norm)
+
+
+# shared: one block serves every step (no per-layer inputs for XL memory, nothing to checkpoint per layer)
+DEPTHS.register("universal", universal, needs=_NEEDS, shared=True)
+DEPTHS.register("universal_act", universal_act, needs=_NEEDS, shared=True)

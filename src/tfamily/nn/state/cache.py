@@ -13,6 +13,7 @@ import torch
 from torch import Tensor
 
 from .base import row_mask
+from ...registry import STATES
 
 
 class KVCache:
@@ -204,3 +205,13 @@ def reorder_state(state: list[LayerState], index: Tensor) -> None:
     """Keep rows ``index`` of every layer (a list of ``LayerState`` without a State around it)."""
     for s in state:
         s.reorder(index)
+
+
+def per_call(layers) -> None:
+    # Nothing crosses calls; decoding still builds its KV cache per layer (models/generate.py).
+    return None
+
+
+# name -> make(**needs) -> new_state(**kw) | None (None: the model's KV cache per layer).
+STATES.register("none", per_call, needs=("layers",))
+STATES.register("kv_cache", per_call, needs=("layers",))

@@ -20,6 +20,8 @@ from torch import Tensor
 
 from .base import row_mask
 from .cache import LayerState
+from ..patterns.base import SoftPattern
+from ...registry import STATES
 from ...numbers import check_int
 
 
@@ -153,3 +155,17 @@ class SegmentMemory(list):
     @property
     def memory_lengths(self) -> list[int]:
         return [0 if s.memory is None else s.memory.shape[1] for s in self]
+
+
+def xl_memory(layers, mem_len: int) -> Callable[..., SegmentMemory]:
+    # Dai et al. 2019, section 3.2: memory of mem_len layer inputs; a layer whose soft pattern
+    # sees fewer keys (adaptive span) keeps only what it can see.
+    limits = [p.memory_needed if isinstance(p, SoftPattern) else None for p in (b.attn.pattern for b in layers.blocks)]
+
+    def make(mem_len: int = mem_len) -> SegmentMemory:
+        return SegmentMemory(len(layers), mem_len, limits)
+    return make
+
+
+# carried: the state crosses segments, so the trainer streams contiguous segments for it (train/resolve.py).
+STATES.register("xl_memory", xl_memory, needs=("layers", "mem_len"), carried=True)
