@@ -22,6 +22,7 @@ BENCHES = {
     "peers": "tfamily.bench.peers",
     "recipe": "tfamily.bench.recipe",
     "generate": "tfamily.bench.generate",
+    "data-prepare": "tfamily.bench.data_prepare",
 }
 PLOTS = {
     "curves": "tfamily.compare",

@@ -1,5 +1,9 @@
-"""`tfamily download NAME...`: registered by `tfamily.cli` through `add_parser`."""
+"""`tfamily download NAME...` and `tfamily data prepare|verify`: registered by `tfamily.cli` through `add_parser`."""
 from __future__ import annotations
+
+import dataclasses
+import sys
+import time
 
 from . import download as _download
 
@@ -9,3 +13,62 @@ def add_parser(sub) -> None:
                        description="Fetch datasets, verify their checksums and install them atomically.")
     _download.add_arguments(p)
     p.set_defaults(func=_download.run)
+    data = sub.add_parser("data", help="prepare your own text as memory-mapped token shards (data.corpus=DIR), "
+                                       "or verify a prepared folder")
+    inner = data.add_subparsers(dest="action", metavar="ACTION")
+    inner.add_parser("prepare", help="files, folders, globs or JSONL/CSV/Parquet into train/val/test token shards",
+                     build=_declare_prepare)
+    inner.add_parser("verify", help="check a prepared folder's shards against its manifest's SHA-256 sums",
+                     build=_declare_verify)
+    data.set_defaults(func=lambda args: data.print_help() or 2)
+
+
+def _declare_prepare(p) -> None:
+    """The options, one per field of ``PrepareSettings`` (their one declaration)."""
+    from .prepare import PrepareSettings
+    for f in dataclasses.fields(PrepareSettings):
+        helptext = f.metadata["help"]
+        if f.name == "sources":
+            p.add_argument("sources", nargs="+", metavar=f.metadata["metavar"], help=helptext)
+        elif f.type in ("bool", bool):
+            flag = f"--{'no-' if f.default else ''}{f.name.replace('_', '-')}"
+            p.add_argument(flag, dest=f.name, action="store_false" if f.default else "store_true", help=helptext)
+        else:
+            kind = {"str": str, "float": float, "int": int}[str(f.type)]
+            required = f.default is dataclasses.MISSING
+            p.add_argument(f"--{f.name.replace('_', '-')}", dest=f.name, type=kind, required=required,
+                           default=None if required else f.default, help=helptext)
+    p.set_defaults(func=_prepare)
+
+
+def _prepare(args) -> int:
+    from .prepare import PrepareSettings, prepare
+    names = [f.name for f in dataclasses.fields(PrepareSettings)]
+    settings = PrepareSettings(**{n: getattr(args, n) for n in names})
+    start = time.perf_counter()
+    out, m = prepare(settings)
+    took = time.perf_counter() - start
+    size = sum(s["bytes"] for s in m["sources"])
+    parts = ", ".join(f"{name} {e['tokens']:,} tokens ({e['documents']:,} documents)"
+                      for name, e in m["splits"].items() if e is not None)
+    print(f"{out}: {m['tokenizer']} ({m['vocab_size']:,} tokens, {m['dtype']}): {parts}; "
+          f"{size / 1e6:,.1f} MB in {took:.1f} s ({size / 1e6 / max(took, 1e-9):,.1f} MB/s); train with "
+          f"data.corpus={out}", file=sys.stderr)
+    print(out)
+    return 0
+
+
+def _declare_verify(p) -> None:
+    p.add_argument("folder", metavar="DIR", help="a folder written by `tfamily data prepare`")
+    p.set_defaults(func=_verify)
+
+
+def _verify(args) -> int:
+    from .prepared import load_prepared, verify_prepared
+    load_prepared(args.folder)  # the manifest and the shards' sizes first
+    problems = verify_prepared(args.folder)
+    if problems:
+        raise ValueError(f"{args.folder}: {'; '.join(problems)}; prepare it again (`tfamily data prepare ... "
+                         f"--out {args.folder} --force`)")
+    print(f"{args.folder}: every shard matches its manifest", file=sys.stderr)
+    return 0

@@ -16,6 +16,10 @@ per-process cache.
 | enwik8          | enwik8              | 90e6 / 5e6 / 5e6 bytes          | byte          |
 | text8           | text8               | 90e6 / 5e6 / 5e6 characters     | byte          |
 | any path        | a UTF-8 text file   | 90% / 5% / 5%                   | byte          |
+| a folder        | `tfamily data prepare`'s shards, memory-mapped (prepared.py) | as prepared | as prepared |
+
+A char or subword vocabulary (and a gzip file) decodes the whole text into memory, so such files are
+read up to ``RAW_TEXT_BYTES``; a larger one is pointed at ``tfamily data prepare`` in one line.
 
 Any corpus also reads as byte-level BPE (``vocab='bpe:N'``, trained on its training split) or
 through a ``tokenizer.json`` vocabulary: ``subword.py``, which also gives each token the number
@@ -134,8 +138,14 @@ def load_corpus(
               without it a missing file raises DataNotFoundError.
     verify:   check the file's md5 (or size) against the known digest first.
     """
+    if not (isinstance(name_or_path, str) and name_or_path in CORPORA) and isinstance(name_or_path, (str, os.PathLike)) \
+            and Path(name_or_path).expanduser().is_dir():
+        from .prepared import load_prepared  # a folder: a prepared corpus, memory-mapped (prepared.py)
+        return load_prepared(Path(name_or_path).expanduser(), vocab=vocab, verify=verify)
     name, path, spec = _locate(name_or_path, data_dir, download)
     vocab = spec.vocab if vocab is None else vocab
+    if vocab != "byte" and not isinstance(vocab, ByteVocab) or spec.gzip:
+        _check_raw_size(path, vocab, spec.gzip)
     if isinstance(vocab, (ByteVocab, CharVocab, TokenizerVocab)):
         vocab_key = json.dumps(vocab.to_json())
     elif vocab in ("byte", "char") or subword.bpe_size(vocab):
@@ -154,6 +164,21 @@ def load_corpus(
         train, val, test = _split(data, spec.split, name, path)
         _CACHE[key] = Corpus(name, vocab_obj, train, val, test, path)
     return _CACHE[key]
+
+
+RAW_TEXT_BYTES = 1 << 30  # a char or subword corpus (or a gzip file) read whole into memory: at most this
+
+
+def _check_raw_size(path: Path, vocab, gz: bool) -> None:
+    """A file the in-memory path would decode whole (several times its size in memory) is pointed at
+    ``tfamily data prepare``, whose folder is read through memory maps."""
+    size = path.stat().st_size * (4 if gz else 1)  # a gzip file decompresses to several times its size
+    if size > RAW_TEXT_BYTES:
+        kind = vocab if isinstance(vocab, str) else vocab.name
+        raise ValueError(f"data.corpus={path} ({path.stat().st_size / 1e9:.1f} GB{', gzip' if gz else ''}) is too large to "
+                         f"read into memory with vocab {kind} (up to {RAW_TEXT_BYTES >> 20} MiB); prepare it once: "
+                         f"`tfamily data prepare {path} --vocab {kind if isinstance(vocab, str) else 'RUN_DIR'} --out DIR` "
+                         f"and set data.corpus=DIR")
 
 
 def _locate(name_or_path, data_dir, want_download: bool) -> tuple[str, Path, CorpusSpec]:

@@ -24,7 +24,7 @@ from .tokenizer import TOKENIZER_BYTES, TokenizerVocab
 DEFAULT_SIZE = 1024
 MIN_SIZE = 257  # the 256 byte tokens and at least one merge
 MAX_SIZE = 1 << 20
-_CHUNK = 1 << 20  # characters per encoding call, cut after a newline
+CHUNK = 1 << 20  # characters per encoding call, cut after a newline
 
 
 def bpe_size(vocab: object) -> int | None:
@@ -72,10 +72,10 @@ def train_bpe(text: str, size: int) -> TokenizerVocab:
 
 
 def _chunks(text: str) -> list[str]:
-    """``text`` in pieces of about _CHUNK characters, each ending after a newline."""
+    """``text`` in pieces of about CHUNK characters, each ending after a newline."""
     out, start = [], 0
     while start < len(text):
-        end = text.find("\n", start + _CHUNK)
+        end = text.find("\n", start + CHUNK)
         end = len(text) if end < 0 else end + 1
         out.append(text[start:end])
         start = end
@@ -87,17 +87,23 @@ def encode(vocab: TokenizerVocab, text: str) -> tuple[np.ndarray, np.ndarray]:
     ids, chars = [], []
     for piece in _chunks(text):
         enc = vocab.encode_full(piece)
-        ends = np.array([e for _, e in enc.offsets], dtype=np.int64)
-        if not len(ends):
+        if not enc.ids:
             continue
-        ends = np.maximum.accumulate(ends)
-        counts = np.diff(ends, prepend=0)
-        counts[-1] += len(piece) - ends[-1]  # trailing text no token covers
         ids.append(np.asarray(enc.ids, dtype=np.int32))
-        chars.append(counts.astype(np.int32))
+        chars.append(char_counts(enc.offsets, len(piece)))
     if not ids:
         return np.zeros(0, np.int32), np.zeros(0, np.int32)
     return np.concatenate(ids), np.concatenate(chars)
+
+
+def char_counts(offsets: list, n_chars: int) -> np.ndarray:
+    """(n,) int32: the characters each of a piece's n tokens stands for, from their (start, end)
+    character offsets: a character split over two byte-level tokens counts with the first, and text
+    no token covers (trailing) with the last, so the counts sum to ``n_chars``."""
+    ends = np.maximum.accumulate(np.array([e for _, e in offsets], dtype=np.int64))
+    counts = np.diff(ends, prepend=0)
+    counts[-1] += n_chars - ends[-1]
+    return counts.astype(np.int32)
 
 
 def split_text(raw: np.ndarray, sizes: list[int], path) -> list[str]:

@@ -13,6 +13,7 @@ from .ids import check_range, ids_to_numpy
 
 
 TOKENIZER_BYTES = 128 << 20  # the largest published tokenizer.json files are a few tens of MB
+END_OF_TEXT = ("<|endoftext|>", "<|end_of_text|>", "</s>", "<eos>")  # the tokens documents end with, in order
 
 
 def read_tokenizer(path: str | Path) -> TokenizerVocab:
@@ -54,6 +55,18 @@ class TokenizerVocab:
     def encode_full(self, text: str):
         """The ``tokenizers.Encoding`` of ``text`` (ids and character offsets), no special tokens added."""
         return self._tok.encode(text, add_special_tokens=False)
+
+    def encode_batch(self, texts: list[str], offsets: bool = True) -> list:
+        """The ``tokenizers.Encoding`` of each text, no special tokens added, encoded in parallel by the
+        library's threads; ``offsets=False`` skips the character offsets (``encode_batch_fast``)."""
+        if offsets:
+            return self._tok.encode_batch(texts, add_special_tokens=False)
+        return self._tok.encode_batch_fast(texts, add_special_tokens=False)
+
+    def end_of_text_id(self) -> int | None:
+        """The id of the tokenizer's end-of-text token (GPT-2's ``<|endoftext|>``, ``</s>``), if it has one."""
+        specials = {t.content: i for i, t in self._tok.get_added_tokens_decoder().items() if t.special}
+        return next((specials[n] for n in END_OF_TEXT if n in specials), None)
 
     def encode(self, text: str) -> torch.Tensor:
         return torch.from_numpy(self.encode_array(text)).long()

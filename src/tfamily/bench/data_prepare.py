@@ -1,0 +1,230 @@
+"""`tfamily data prepare` throughput (byte, char, BPE against `Tokenizer.encode_batch` on the same text,
+the JSONL / CSV / Parquet readers), and the anonymous memory and start-up time of `tfamily train` on
+prepared BPE corpora of two sizes.
+
+Every corpus is generated here (documents of paragraphs drawn, seeded, from the data directory's
+kjv.txt, tinyshakespeare.txt and gcide.txt.gz) under ``--work``, never in the repository. Throughput
+is timed with the source in the page cache (read once first). The train rows run ``tfamily train`` in a
+child process and read its ``RssAnon`` every 20 ms (mapped corpus pages count in plain RSS, not there),
+and the time from launch to the first row of ``train.csv`` (``train.log_every=1``).
+"""
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import random
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+FIELDS = ["row", "vocab", "source", "mb", "seconds", "mb_per_s", "baseline", "baseline_mb_per_s", "ratio",
+          "rss_anon_peak_mb", "first_step_s", "steps", "load_1min", "cpu", "cores"]
+
+
+def add_args(p) -> None:
+    p.add_argument("--work", default=str(Path(tempfile.gettempdir()) / "tfamily-bench-data"),
+                   help="where the generated corpora and prepared folders go (never the repository)")
+    p.add_argument("--text-mb", type=int, default=400, help="MB of plain text for the byte and char rows")
+    p.add_argument("--bpe-mb", type=int, default=100, help="MB of plain text for the BPE row")
+    p.add_argument("--bpe-size", type=int, default=4096)
+    p.add_argument("--reader-mb", type=int, default=50, help="MB of documents as JSONL, CSV and Parquet")
+    p.add_argument("--train-mb", type=int, nargs="*", default=[100, 2000],
+                   help="sizes (MB) of the prepared BPE corpora `tfamily train` runs on; none: skip the train rows")
+    p.add_argument("--steps", type=int, default=1000, help="training steps of each train row")
+    p.add_argument("--data-dir", default=None)
+    p.add_argument("--out", default="runs/bench/data_prepare", help="directory for data_prepare.json/.csv/.png")
+    p.add_argument("--json", action="store_true", help="print the rows as a JSON list")
+
+
+def _paragraphs(data_dir) -> list[str]:
+    from ..data.paths import find_file
+    texts = [find_file(n, data_dir).read_text("utf-8") for n in ("kjv.txt", "tinyshakespeare.txt")]
+    texts.append(gzip.open(find_file("gcide.txt.gz", data_dir)).read().decode("latin-1"))  # not all UTF-8
+    return [p for t in texts for p in t.split("\n\n") if p.strip()]
+
+
+def _documents(paragraphs: list[str], mb: float, seed: int = 0):
+    """Documents of 1-30 paragraphs drawn with ``seed``, about ``mb`` MB in all."""
+    rng, n = random.Random(seed), 0
+    while n < mb * 1e6:
+        doc = "\n\n".join(rng.choices(paragraphs, k=rng.randint(1, 30)))
+        n += len(doc.encode("utf-8")) + 2
+        yield doc
+
+
+def _text_file(work: Path, paragraphs, mb: int) -> Path:
+    path = work / f"text-{mb}mb.txt"
+    if not path.exists():
+        tmp = path.with_suffix(".tmp")
+        with open(tmp, "w", encoding="utf-8") as f:
+            for doc in _documents(paragraphs, mb):
+                f.write(doc + "\n\n")
+        tmp.rename(path)
+    return path
+
+
+def _structured(work: Path, paragraphs, mb: int) -> dict[str, Path]:
+    import csv
+    docs = list(_documents(paragraphs, mb, seed=1))
+    paths = {k: work / f"docs-{mb}mb.{k}" for k in ("jsonl", "csv", "parquet")}
+    if not paths["jsonl"].exists():
+        with open(paths["jsonl"], "w", encoding="utf-8") as f:
+            for d in docs:
+                f.write(json.dumps({"id": len(d), "text": d}) + "\n")
+    if not paths["csv"].exists():
+        with open(paths["csv"], "w", encoding="utf-8", newline="") as f:
+            w = csv.writer(f)
+            w.writerow(["id", "text"])
+            w.writerows([len(d), d] for d in docs)
+    try:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+        if not paths["parquet"].exists():
+            pq.write_table(pa.table({"id": [len(d) for d in docs], "text": docs}), paths["parquet"])
+    except ImportError:
+        del paths["parquet"]
+    return paths
+
+
+def _warm(path: Path) -> None:
+    with open(path, "rb") as f:
+        while f.read(64 << 20):
+            pass
+
+
+def _prepare(src: Path, vocab: str, out: Path) -> float:
+    from ..data.prepare import PrepareSettings, prepare
+    _warm(src)
+    start = time.perf_counter()
+    prepare(PrepareSettings(sources=[str(src)], vocab=vocab, out=str(out), force=True, progress=False,
+                            bpe_sample_mb=100))
+    return time.perf_counter() - start
+
+
+def _encode_batch(src: Path, tok_path: Path) -> tuple[float, float]:
+    """Seconds of ``Tokenizer.encode_batch`` and ``encode_batch_fast`` (ids kept) over the text of ``src`` in
+    the pieces and batches prepare uses."""
+    from tokenizers import Tokenizer
+
+    from ..data import subword
+    from ..data.shards import BATCH_CHARS
+    tok = Tokenizer.from_file(str(tok_path))
+    text = src.read_text("utf-8")
+    pieces, batches, n = subword._chunks(text), [[]], 0
+    for p in pieces:
+        batches[-1].append(p)
+        n += len(p)
+        if n >= BATCH_CHARS:
+            batches.append([])
+            n = 0
+    times = []
+    for fn in (tok.encode_batch, tok.encode_batch_fast):
+        start = time.perf_counter()
+        for b in batches:
+            _ = [e.ids for e in fn(b, add_special_tokens=False)]
+        times.append(time.perf_counter() - start)
+    return times[0], times[1]
+
+
+def _train(corpus: Path, run: Path, steps: int) -> tuple[float, float]:
+    """(peak RssAnon MiB, seconds from launch to the first logged step) of `tfamily train` on ``corpus``."""
+    argv = [sys.executable, "-m", "tfamily.cli", "train", "member=gpt", "model.d_model=64", "model.heads.n_heads=2",
+            "model.depth.n_layers=2", "model.position.max_len=128", "data.seq_len=128", "train.batch_size=8",
+            "train.eval_tokens=4096", "train.progress=false", "train.tensorboard=false", "train.log_every=1",
+            f"data.corpus={corpus}", "--steps", str(steps), "--out", str(run)]
+    start = time.perf_counter()
+    child = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    peak, first, log = 0.0, None, run / "train.csv"
+    while child.poll() is None:
+        try:
+            status = Path(f"/proc/{child.pid}/status").read_text()
+            peak = max(peak, int(status.split("RssAnon:")[1].split()[0]) / 1024)
+        except (OSError, IndexError):
+            pass
+        if first is None and log.is_file() and log.read_text().count("\n") >= 2:
+            first = time.perf_counter() - start
+        time.sleep(0.02)
+    if child.returncode:
+        raise RuntimeError(f"tfamily train failed: {child.stderr.read().decode()[-2000:]}")
+    return peak, first
+
+
+def run(args) -> int:
+    from ..hardware import cores, cpu_model
+    from .results import print_rows, write_rows
+    work = Path(args.work)
+    work.mkdir(parents=True, exist_ok=True)
+    paragraphs = _paragraphs(args.data_dir)
+    common = {"cpu": cpu_model(), "cores": cores()}
+    rows = []
+
+    def row(**kw):
+        r = {**common, "load_1min": round(os.getloadavg()[0], 2), **kw}
+        if r.get("mb") and r.get("seconds"):
+            r["mb_per_s"] = round(r["mb"] / r["seconds"], 2)
+        rows.append(r)
+        print(json.dumps(r), file=sys.stderr)
+
+    text = _text_file(work, paragraphs, args.text_mb)
+    mb = text.stat().st_size / 1e6
+    for vocab in ("byte", "char"):
+        row(row="prepare", vocab=vocab, source="text", mb=round(mb, 1),
+            seconds=round(_prepare(text, vocab, work / f"prep-{vocab}"), 3))
+    bpe_text = _text_file(work, paragraphs, args.bpe_mb)
+    bpe_mb = bpe_text.stat().st_size / 1e6
+    start = time.perf_counter()  # the BPE, trained once on the sample (cached), lent to every prepare after
+    _prepare(bpe_text, f"bpe:{args.bpe_size}", work / "prep-bpe-train")
+    row(row="bpe train + prepare", vocab=f"bpe:{args.bpe_size}", source="text", mb=round(bpe_mb, 1),
+        seconds=round(time.perf_counter() - start, 3))
+    tok = work / "tokenizer.json"
+    from ..data.prepared import read_manifest
+    tok.write_text(read_manifest(work / "prep-bpe-train")["vocab"]["json"])
+    seconds = _prepare(bpe_text, str(tok), work / "prep-bpe")
+    slow, fast = _encode_batch(bpe_text, tok)
+    row(row="prepare", vocab=f"bpe:{args.bpe_size}", source="text", mb=round(bpe_mb, 1), seconds=round(seconds, 3),
+        baseline="encode_batch", baseline_mb_per_s=round(bpe_mb / slow, 2), ratio=round(slow / seconds, 3))
+    row(row="baseline", vocab=f"bpe:{args.bpe_size}", source="text", mb=round(bpe_mb, 1), seconds=round(fast, 3),
+        baseline="encode_batch_fast (ids only, no offsets)")
+    for kind, path in _structured(work, paragraphs, args.reader_mb).items():
+        size = path.stat().st_size / 1e6
+        row(row="prepare", vocab="byte", source=kind, mb=round(size, 1),
+            seconds=round(_prepare(path, "byte", work / f"prep-{kind}"), 3))
+    for size in args.train_mb:
+        src = _text_file(work, paragraphs, size)
+        prepared = work / f"prep-bpe-{size}mb"
+        took = _prepare(src, str(tok), prepared)
+        row(row="prepare", vocab=f"bpe:{args.bpe_size}", source="text", mb=round(src.stat().st_size / 1e6, 1),
+            seconds=round(took, 3))
+        peak, first = _train(prepared, work / f"run-{size}mb-{time.time_ns()}", args.steps)
+        row(row="train", vocab=f"bpe:{args.bpe_size}", source="prepared", mb=round(src.stat().st_size / 1e6, 1),
+            rss_anon_peak_mb=round(peak, 1), first_step_s=round(first, 2), steps=args.steps)
+    write_rows(args.out, "data_prepare", rows, FIELDS)
+    _plot(rows, Path(args.out) / "data_prepare.png")
+    print_rows([r for r in rows if r.get("mb_per_s")], [("row", "row", "<20"), ("vocab", "vocab", "<10"),
+                                                        ("source", "source", "<8"), ("mb", "MB", ">8.1f"),
+                                                        ("mb_per_s", "MB/s", ">8.1f")], args.json)
+    return 0
+
+
+def _plot(rows: list[dict], path: Path) -> None:
+    from ..plotting import pyplot
+    plt = pyplot()
+    speed = [r for r in rows if r.get("mb_per_s") and r["row"] in ("prepare", "baseline")]
+    train = [r for r in rows if r["row"] == "train"]
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4))
+    labels = [f"{r['vocab']} {r['source']}{' (' + r['baseline'].split()[0] + ')' if r['row'] == 'baseline' else ''}"
+              f" {r['mb']:.0f}MB" for r in speed]
+    axes[0].barh(labels, [r["mb_per_s"] for r in speed])
+    axes[0].set_xscale("log")
+    axes[0].set_xlabel("MB/s (source bytes)")
+    axes[0].set_title("tfamily data prepare")
+    if train:
+        axes[1].bar([f"{r['mb']:.0f} MB" for r in train], [r["rss_anon_peak_mb"] for r in train])
+        axes[1].set_ylabel("peak RssAnon (MiB)")
+        axes[1].set_title(f"tfamily train, {train[0]['steps']} steps, prepared BPE corpus")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
