@@ -19,6 +19,8 @@ def _at(offset: int | Tensor | None) -> dict:
 
 
 class EncoderDecoder(ForwardsHooks, nn.Module):
+    citation = "Vaswani et al. 2017, section 3.1 and figure 1: encoder stack, decoder stack with cross-attention"
+
     def __init__(self, embed: TokenEmbedding, position: nn.Module, encoder: Depth, decoder: Depth,
                  head: nn.Module, objective: nn.Module, dropout: float = 0.0):
         super().__init__()

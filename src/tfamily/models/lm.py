@@ -19,6 +19,9 @@ from .hooks import ForwardsHooks
 
 
 class LanguageModel(ForwardsHooks, nn.Module):
+    citation = ("Radford et al. 2018, eq. 2: h_0 = U W_e + W_p, h_l = block(h_{l-1}), P(u) = softmax(h_n W_e^T); the "
+                "same wiring serves BERT's encoder (Devlin et al. 2019, section 3)")
+
     def __init__(self, embed: TokenEmbedding, position: nn.Module, stack: Depth, head: nn.Module,
                  objective: nn.Module, dropout: float = 0.0,
                  make_state: Callable[..., State] | None = None, embed_norm: nn.Module | None = None,
@@ -62,6 +65,8 @@ class MLMHead(nn.Module):
     """BERT's transform before the tied output projection: dense, ``activation`` (a registered
     name; erf GELU by default), the norm (LayerNorm), then the projection plus a per-token output
     bias (``out_bias``), as BERT's released code has."""
+    citation = ("Devlin et al. 2019, section 3.1 (masked LM): dense + GELU + LayerNorm, then the tied vocabulary "
+                "projection")
 
     def __init__(self, d_model: int, out: nn.Module, norm: nn.Module | None = None, out_bias: bool = False,
                  activation: str = "gelu"):

@@ -31,6 +31,7 @@ class DecoderState:
     """A ``State`` for recurrent decoding: the stack's hidden state (h, c) of every layer, the
     previous attentional vector h~ (input feeding), and the source keys of the score (computed
     once per source). Beam search reorders all three with the beams."""
+    citation = "Luong et al. 2015, section 3.3: the stack's (h, c) and h~_{t-1} carried step to step (and per beam)"
 
     carried = False  # source/target pairs are independent: never kept across training batches
 
@@ -86,6 +87,9 @@ class DecoderState:
 
 
 class LuongDecoder(nn.Module):
+    citation = ("Luong et al. 2015, section 3, eq. 5-6: the current h_t scores the source, h~_t = tanh(W_c [c_t; "
+                "h_t]); input feeding, section 3.3")
+
     def __init__(self, rnn: nn.RNNBase, score: nn.Module | None, d_model: int, d_context: int,
                  input_feeding: bool):
         super().__init__()
@@ -124,6 +128,8 @@ class LuongDecoder(nn.Module):
 
 
 class BahdanauDecoder(nn.Module):
+    citation = "Bahdanau et al. 2015, eq. 4-6 and A.2.2: s_{i-1} scores the source, c_i enters s_i and the readout"
+
     def __init__(self, rnn: nn.RNNBase, score: nn.Module, d_model: int, d_context: int, d_final: int):
         super().__init__()
         self.rnn, self.score = rnn, score

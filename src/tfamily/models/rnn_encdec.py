@@ -45,6 +45,9 @@ class Encoded:
 
 
 class RNNEncoderDecoder(ForwardsHooks, nn.Module):
+    citation = ("Sutskever et al. 2014; Bahdanau et al. 2015; Luong et al. 2015: a recurrent encoder read by a "
+                "recurrent decoder")
+
     def __init__(self, embed: TokenEmbedding, encoder: nn.RNNBase, decoder: LuongDecoder | BahdanauDecoder,
                  head: nn.Module, objective: nn.Module, dropout: float = 0.0):
         super().__init__()

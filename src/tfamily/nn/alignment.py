@@ -27,6 +27,8 @@ from ..registry import ALIGNMENTS
 
 
 class Dot(nn.Module):
+    citation = "Luong et al. 2015, eq. 8: score = h_t^T h_s"
+
     def __init__(self, d_query: int, d_key: int):
         super().__init__()
         if d_query != d_key:
@@ -42,11 +44,15 @@ class Dot(nn.Module):
 
 
 class ScaledDot(Dot):
+    citation = "Vaswani et al. 2017, eq. 1: score = h_t^T h_s / sqrt(d)"
+
     def forward(self, query: Tensor, keys: Tensor) -> Tensor:
         return query @ keys.transpose(1, 2) / math.sqrt(query.shape[-1])
 
 
 class General(nn.Module):
+    citation = "Luong et al. 2015, eq. 8: score = h_t^T W_a h_s"
+
     def __init__(self, d_query: int, d_key: int):
         super().__init__()
         self.w_a = nn.Linear(d_key, d_query, bias=False)
@@ -61,6 +67,7 @@ class General(nn.Module):
 class Concat(nn.Module):
     """v_a^T tanh(W_q q + W_k h_s): Luong's concat and Bahdanau's additive score (the hidden
     size of the tanh layer is ``d_query``, Bahdanau's n' = n)."""
+    citation = "Luong et al. 2015, eq. 8 (concat) = Bahdanau et al. 2015, eq. 6 (additive): v_a^T tanh(W_a s + U_a h_j)"
 
     def __init__(self, d_query: int, d_key: int):
         super().__init__()

@@ -74,6 +74,7 @@ def need(batch: dict, *keys: str) -> None:
 
 class CausalLM(nn.Module):
     """Next-token prediction: batch ``{"x": (b, n), "y": (b, n)[, "loss_mask"]}``."""
+    citation = "Radford et al. 2018, eq. 1: L(U) = sum_i log P(u_i | u_{i-k}, ..., u_{i-1})"
 
     def forward(self, model: nn.Module, batch: dict) -> tuple[Tensor, dict]:
         need(batch, "x", "y")
@@ -85,6 +86,7 @@ class Seq2Seq(nn.Module):
     """Teacher-forced translation: batch ``{"src", "tgt_in", "tgt_out"[, "loss_mask",
     "src_padding", "tgt_padding", "offset"]}``; ``offset`` (b,) moves each row's positions
     (randomized offsets) and reaches only a model with positions (passed when present)."""
+    citation = "Vaswani et al. 2017, section 3: teacher-forced next-token cross-entropy on the target"
 
     def forward(self, model: nn.Module, batch: dict) -> tuple[Tensor, dict]:
         need(batch, "src", "tgt_in", "tgt_out")

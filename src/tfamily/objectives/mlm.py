@@ -42,6 +42,7 @@ class MaskedLM(nn.Module):
     with a real token. An explicit ``mask_id`` must be a data id (and is then special).
     In evaluation the masks come from a generator seeded with ``eval_seed``, so every
     checkpoint is scored on the same corruption of the same text."""
+    citation = "Devlin et al. 2019, section 3.1: 15% of tokens picked; 80% [MASK], 10% random, 10% kept"
 
     def __init__(self, vocab_size: int, mask_id: int | None = None, mask_prob: float = 0.15,
                  special_ids: list[int] | tuple[int, ...] = (), eval_seed: int = 0):

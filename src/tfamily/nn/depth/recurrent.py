@@ -57,6 +57,8 @@ def check_right_padding(key_padding: Tensor | None) -> None:
 class RNNState:
     """A ``State``: the hidden state of every layer, (L, b, d) (LSTM: h and c), carried
     from call to call; ``offset`` counts the tokens seen."""
+    citation = ("Williams & Peng 1990 (truncated BPTT): the last (h, c) of every layer, detached at each segment "
+                "boundary")
 
     carried = True  # the trainer keeps it across batches of a contiguous stream
 
@@ -120,6 +122,8 @@ class RNNState:
 class RecurrentStack(nn.Module):
     """``x`` (b, n, d) -> (b, n, d) through one ``torch.nn`` recurrent module of n_layers,
     starting from ``state``'s hidden state (zeros without one) and leaving its final one there."""
+    citation = ("Elman 1990, h_t = f(W x_t + U h_{t-1}): a stack of recurrent layers, the state carried across "
+                "segments (truncated BPTT, Williams & Peng 1990)")
 
     def __init__(self, rnn: nn.RNNBase):
         super().__init__()

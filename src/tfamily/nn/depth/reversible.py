@@ -119,6 +119,7 @@ class ReversibleStack(nn.Module):
     has no place in the two-stream form and is refused. ``recompute=False`` runs the same
     layers as a plain two-stream stack with stored activations (used with caches/XL
     memory, and as the reference the recomputing path is tested against)."""
+    citation = "Gomez et al. 2017; Kitaev et al. 2020, section 3: y1 = x1 + F(x2), y2 = x2 + G(y1)"
 
     def __init__(self, blocks: Sequence[nn.Module], final_norm: nn.Module | None = None,
                  recompute: bool = True):

@@ -12,6 +12,8 @@ from ...registry import DEPTHS
 
 
 class Stack(nn.Module):
+    citation = "Vaswani et al. 2017, section 3.1: a stack of N identical layers"
+
     def __init__(self, blocks: Sequence[nn.Module], final_norm: nn.Module | None = None,
                  checkpointing: bool = False):
         super().__init__()

@@ -56,6 +56,8 @@ def _check_state(state: Sequence[LayerState] | None, n_steps: int) -> None:
 
 
 class Universal(nn.Module):
+    citation = "Dehghani et al. 2019, section 2.1: one shared block applied recurrently, H^t = Transition(A^t)"
+
     def __init__(self, block: nn.Module, coordinate: nn.Module, n_steps: int,
                  final_norm: nn.Module | None = None):
         super().__init__()
@@ -101,6 +103,8 @@ def check_act(max_steps: int, eps: float, ponder_weight: float) -> None:
 
 
 class UniversalACT(nn.Module):
+    citation = "Dehghani et al. 2019, section 2.2: per-position dynamic halting (ACT, Graves 2016) with a ponder loss"
+
     def __init__(self, block: nn.Module, coordinate: nn.Module, halting: nn.Module, max_steps: int, *,
                  eps: float = 0.01, ponder_weight: float = 0.01, final_norm: nn.Module | None = None):
         super().__init__()

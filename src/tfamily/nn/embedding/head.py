@@ -31,6 +31,8 @@ from .token import TokenEmbedding
 
 class LMHead(nn.Module):
     """Pre-softmax projection, tied to the embedding when one is given."""
+    citation = ("Vaswani et al. 2017, section 3.4: pre-softmax projection shared with the embedding, optionally read "
+                "at s h with s learned from d_model^-0.5 (logit_scale: T5's output rescaling, Raffel et al. 2020)")
 
     def __init__(self, d_model: int, vocab_size: int, tied: TokenEmbedding | None = None,
                  learned_scale: bool = True):

@@ -11,6 +11,9 @@ from ..tracing import recording
 
 
 class TokenEmbedding(nn.Module):
+    citation = ("Vaswani et al. 2017, section 3.4: embedding weights multiplied by sqrt(d_model) (scale_embeddings); "
+                "GPT-2 adds them unscaled (Radford et al. 2019)")
+
     def __init__(self, vocab_size: int, d_model: int, scale: bool = True):
         super().__init__()
         self.vocab_size = vocab_size

@@ -23,6 +23,7 @@ class Chunked(nn.Module):
     bounds the forward pass's transient memory, since autograd keeps every piece.
     ``inner`` must be position-wise (checks.py refuses chunking a convolution, whose window
     would be cut at the pieces' edges), so ``state`` and ``padding`` are not passed on."""
+    citation = "Kitaev et al. 2020, section 3: the feed-forward computed in chunks along the sequence"
 
     def __init__(self, inner: nn.Module, chunks: int, checkpoint: bool = True):
         super().__init__()

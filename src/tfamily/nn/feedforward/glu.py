@@ -14,6 +14,7 @@ from ..state import LayerState
 class GLU(nn.Module):
     """``gate`` (W) and ``up`` (V) read x; ``down`` (W2) writes the stream. Dropout acts on the
     gated hidden activations, where the MLP's acts."""
+    citation = "Shazeer 2020, eq. 6 (SwiGLU with SiLU): FFN(x) = (Swish(x W) * x V) W2, no biases in Llama"
 
     def __init__(self, d_model: int, d_ff: int, activation: str = "silu", dropout: float = 0.0,
                  bias: bool = True):

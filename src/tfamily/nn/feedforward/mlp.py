@@ -30,6 +30,7 @@ ACTIVATIONS.register("silu", nn.SiLU)
 class MLP(nn.Module):
     """``dropout`` acts on the hidden activations (the Transformer's tensor2tensor code and
     BERT do not; the spec's ``ff_dropout`` says where each member drops)."""
+    citation = "Vaswani et al. 2017, eq. 2: FFN(x) = max(0, x W1 + b1) W2 + b2 (GELU: Hendrycks & Gimpel 2016)"
 
     def __init__(self, d_model: int, d_ff: int, activation: str = "gelu", dropout: float = 0.0,
                  bias: bool = True):

@@ -65,6 +65,7 @@ class SeparableConv1d(nn.Module):
 class SepConvTransition(nn.Module):
     """t2t's ``sepconv_relu_sepconv``: sepconv(d_model -> d_ff), activation, dropout,
     sepconv(d_ff -> d_model); each convolution keeps its own carry (``ff.inner``, ``ff.outer``)."""
+    citation = "Dehghani et al. 2019, section 2.1: a separable-convolution transition (Chollet 2017)"
 
     def __init__(self, d_model: int, d_ff: int, kernel_size: int = 3, *, causal: bool,
                  activation: str = "relu", dropout: float = 0.0, bias: bool = True):

@@ -26,6 +26,8 @@ class QKVProjection(nn.Module):
     two), cross-attention and XL memory use the query rows and the key/value rows apart.
     Checkpoints with the former separate ``q_proj``/``kv_proj`` weights still load (they
     are the same rows, stacked; ``_stack_old_names``)."""
+    citation = ("Vaswani et al. 2017, section 3.2.2 (multi-head); shared key/value heads: Shazeer 2019 (multi-query), "
+                "Ainslie et al. 2023 (grouped-query)")
 
     def __init__(self, d_model: int, n_heads: int, n_kv_heads: int, d_head: int, bias: bool = True):
         super().__init__()
@@ -66,6 +68,8 @@ def _stack_old_names(state_dict: dict, prefix: str, *_) -> None:
 
 
 class SharedQKProjection(nn.Module):
+    citation = "Kitaev et al. 2020, section 2: shared-QK, k_j = q_j / |q_j|"
+
     def __init__(self, d_model: int, n_heads: int, n_kv_heads: int, d_head: int, bias: bool = True):
         super().__init__()
         if n_kv_heads != n_heads:

@@ -28,6 +28,8 @@ from ...numbers import check_flag, check_number
 
 class TorchDefault:
     """Keep the parts' own initialisation."""
+    citation = ("each part's own initialisation: PyTorch's nn.Linear default (He et al. 2015's uniform bound "
+                "1/sqrt(fan_in)), embedding std d^-0.5 read at sqrt(d), position table std 1")
 
     def linear(self, layer: nn.Linear, *, writes_residual: bool) -> None:
         pass
@@ -37,6 +39,9 @@ class TorchDefault:
 
 
 class Normal:
+    citation = ("Radford et al. 2019, section 2.3 and GPT-2's released code: weights N(0, 0.02), biases 0, residual "
+                "output projections scaled by 1/sqrt(N) for N residual layers")
+
     def __init__(self, n_layers: int, std: float = 0.02, scale_residual: bool = True):
         check_number("init.params.std", std, 0.0, lo_open=True, hint="GPT-2: 0.02")
         check_flag("init.params.scale_residual", scale_residual)

@@ -20,6 +20,7 @@ _SDPA = SDPAKernel()
 class BlockSparseKernel:
     """``block_size``: tile edge in positions, or ``"auto"`` to pick 64, 128 or 256 per
     (pattern, length) by modelled cost (nn/kernels/layout.py, ``plan_cost``)."""
+    citation = "Child et al. 2019, section 5.5: block-sparse attention kernels"
 
     name = "blocksparse"
 

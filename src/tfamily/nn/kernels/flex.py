@@ -72,6 +72,8 @@ def _flex():
 
 
 class FlexKernel:
+    citation = "Child et al. 2019, section 5.5: block-sparse attention, on FlexAttention (Dong et al. 2024)"
+
     name = "flex"
 
     def __init__(self, block_size: int = 128):

@@ -16,6 +16,8 @@ from .base import allowed_mask
 
 
 class ReferenceKernel:
+    citation = "Vaswani et al. 2017, eq. 1: softmax(Q K^T / sqrt(d_k)) V, dense"
+
     name = "reference"
     per_query_padding = True  # key_padding may be (b, n, m): ``allowed_mask`` takes it
 

@@ -29,6 +29,8 @@ CPU_HALF_UPCAST_MAX = 8192  # keys x head dim
 
 
 class SDPAKernel:
+    citation = "Vaswani et al. 2017, eq. 1, computed by the fused flash kernel (Dao et al. 2022)"
+
     name = "sdpa"
     per_query_padding = True  # key_padding may be (b, n, m): ``allowed_mask`` takes it
 

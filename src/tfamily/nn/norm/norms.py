@@ -24,6 +24,7 @@ def layer_norm(d_model: int, bias: bool = True, eps: float = 1e-5) -> nn.LayerNo
 class RMSNorm(nn.Module):
     """Zhang & Sennrich 2019, eq. 4, computed in fp32 at least and cast back before the gain,
     as Llama's reference code does (a bf16 mean of squares loses the small features)."""
+    citation = "Zhang & Sennrich 2019, eq. 4: x / RMS(x) * g, LayerNorm without the mean and the bias"
 
     def __init__(self, d_model: int, eps: float = 1e-6):
         super().__init__()

@@ -37,6 +37,7 @@ from ...numbers import check_int, check_number
 class AdaptiveSpan(nn.Module):
     """A soft causal pattern. Its hard support (``mask_mod``) is a causal window of
     ``max_span`` keys; inside it the learned ramp decides the weights."""
+    citation = "Sukhbaatar et al. 2019, section 3, eq. 3: m_z(x) = clamp((R + z - x) / R, 0, 1), L1 on z"
 
     name = "adaptive_span"
     causal = True
@@ -157,6 +158,7 @@ class AdaptiveSpan(nn.Module):
 class SoftPatternKernel:
     """Wraps any kernel so a soft pattern (``soften``) can trim keys and add its
     score bias first; the inner kernel then applies the pattern's hard support."""
+    citation = "Sukhbaatar et al. 2019, section 3: the soft mask enters as log m_z added to the scores"
 
     def __init__(self, inner):
         self.inner = inner

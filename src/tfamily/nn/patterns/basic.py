@@ -12,6 +12,7 @@ from .base import tile_range
 @dataclass(frozen=True)
 class Full:
     """Every query sees every key (encoder self-attention, cross-attention)."""
+    citation = "Vaswani et al. 2017, section 3.2.3: encoder self-attention sees every position"
 
     name: str = "full"
     causal: bool = False
@@ -26,6 +27,7 @@ class Full:
 @dataclass(frozen=True)
 class Causal:
     """Query i sees keys j <= i (section 3.2.3: prevent leftward information flow)."""
+    citation = "Vaswani et al. 2017, section 3.2.3: decoder masking, illegal connections set to -inf"
 
     name: str = "causal"
     causal: bool = True

@@ -36,6 +36,7 @@ class RandomBlocks:
     Causal: drawn among blocks 0..k for query block k. Non-causal needs ``n_blocks``,
     the number of key blocks to draw from (blocks past the sequence are simply absent).
     """
+    citation = "Zaheer et al. 2020, section 2: r random keys per query (blocked form)"
 
     n_random: int = 3
     block: int = 64

@@ -33,6 +33,8 @@ def _check_patterns(owner: str, patterns) -> tuple:
 @dataclass(frozen=True, init=False)
 class Union:
     """A key is allowed when any member allows it (e.g. Longformer: window | global)."""
+    citation = ("Child et al. 2019, eq. 4 and Zaheer et al. 2020, eq. 2's graph: a key is allowed when any part allows "
+                "it")
 
     patterns: tuple
     name: str = "union"
@@ -73,6 +75,8 @@ class Union:
 @dataclass(frozen=True, init=False)
 class Intersect:
     """A key is allowed when every member allows it (e.g. a window restricted to causal)."""
+    citation = ("a key is allowed when every part allows it (Child et al. 2019, section 4.2 patterns restricted to the "
+                "causal half)")
 
     patterns: tuple
     name: str = "intersect"
@@ -150,6 +154,7 @@ class Difference:
 class PerHead:
     """Head h uses ``patterns[h % len(patterns)]`` (Child et al. 2019, eq. 5: separate
     heads for the factorized parts; Beltagy et al. 2020: per-head dilation)."""
+    citation = "Child et al. 2019, eq. 5: separate heads for the factorized parts"
 
     patterns: tuple
     name: str = "per_head"

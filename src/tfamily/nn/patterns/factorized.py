@@ -34,6 +34,7 @@ def _causal_tiles(qpos: Tensor, kpos: Tensor) -> Tensor:
 class StridedColumns:
     """A2 of the strided pattern: keys j <= i with (i - j) mod l = 0. Computed on the
     sequence grouped by residue, where it is a causal band (``Residue(l)`` order)."""
+    citation = "Child et al. 2019, section 4.2, strided: A2 = {j : (i - j) mod l = 0}"
 
     stride: int = 128
     causal: bool = True
@@ -61,6 +62,7 @@ class StridedColumns:
 @dataclass(frozen=True)
 class FixedBlock:
     """A1 of the fixed pattern: keys in the same block of l, floor(j / l) = floor(i / l)."""
+    citation = "Child et al. 2019, section 4.2, fixed: A1 = {j : floor(j / l) = floor(i / l)}"
 
     block: int = 128
     causal: bool = True
@@ -90,6 +92,7 @@ class FixedSummary:
     reading distinct sub-blocks helps). Summary keys are gathered first
     (``SummaryFirst`` order) so the band they form is dense in blocks.
     """
+    citation = "Child et al. 2019, section 4.2, fixed: A2 = {j : j mod l in {l - c, ..., l - 1}}"
 
     block: int = 128
     summary: int = 8

@@ -25,6 +25,7 @@ class SlidingWindow:
     window spanning window * d positions (section 3.1, "dilated sliding window"); the
     sequence is then reordered by residue mod d so the dilated window is contiguous.
     """
+    citation = "Beltagy et al. 2020, section 3.1: sliding window attention"
 
     window: int = 256
     causal: bool = True
@@ -62,6 +63,7 @@ class GlobalTokens:
     """Beltagy et al. 2020, section 3.1 ("global attention"): the first ``n_global``
     positions are seen by every query; without ``causal`` they also see every key.
     In a decoder (``causal=True``) they act as a shared prefix every query may read."""
+    citation = "Beltagy et al. 2020, section 3.1: global attention on chosen tokens"
 
     n_global: int = 1
     causal: bool = True
@@ -88,6 +90,7 @@ class Local1D:
     """Parmar et al. 2018, section 3.2 ("Local Attention, 1D"): the sequence is cut into
     query blocks of ``block`` positions; each query sees the ``memory`` positions before
     its block and its own block up to itself."""
+    citation = "Parmar et al. 2018, section 3.2: local 1D attention, query blocks with memory blocks"
 
     block: int = 256
     memory: int = 256
@@ -118,6 +121,7 @@ class Local2D:
     sees its block's memory rectangle, extended by ``memory_h`` rows above and
     ``memory_w`` columns left and right, restricted to positions generated before it.
     """
+    citation = "Parmar et al. 2018, section 3.2 and figure 2: local 2D attention"
 
     width: int = 32
     block_h: int = 8

@@ -46,6 +46,8 @@ def sinusoid_table(positions: Tensor, d_model: int, dtype: torch.dtype = torch.f
 
 
 class Sinusoidal(nn.Module):
+    citation = "Vaswani et al. 2017, section 3.5: PE(pos, 2i) = sin(pos / 10000^(2i/d_model))"
+
     def __init__(self, d_model: int):
         super().__init__()
         self.d_model = d_model
@@ -55,6 +57,8 @@ class Sinusoidal(nn.Module):
 
 
 class Learned(nn.Module):
+    citation = "Gehring et al. 2017 learned positions, compared in Vaswani et al. 2017, section 3.5"
+
     def __init__(self, max_len: int, d_model: int):
         super().__init__()
         self.max_len = max_len
@@ -77,6 +81,8 @@ class Learned(nn.Module):
 
 class NoPosition(nn.Module):
     """Order comes from elsewhere (relative or rotary attention, or recurrence)."""
+    citation = ("Dai et al. 2019, section 3.3: no absolute positions at the input; order enters attention as relative "
+                "distance")
 
     def forward(self, x: Tensor, offset: int | Tensor = 0) -> Tensor:
         return x

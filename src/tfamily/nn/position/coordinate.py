@@ -26,6 +26,8 @@ class Coordinate(nn.Module):
     (``experiments/long-runs-h100/long_runs_h100_offsets``, docs/results/universal.md). The position
     part of the last int (offset, length) is kept and shared by every step of one forward, the step
     part for steps 1..k; both are plain attributes (never saved), rebuilt on another device or mode."""
+    citation = ("Dehghani et al. 2019, section 2.1: coordinate signal P^t, sinusoids of position and step added before "
+                "every step")
 
     def __init__(self, d_model: int):
         super().__init__()

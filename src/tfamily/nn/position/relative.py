@@ -62,6 +62,7 @@ class RelativePosition(nn.Module):
     evaluation, which keeps mem_len keys, so its first query loses the oldest one);
     with no memory (``q_offset == 0``) it changes nothing.
     """
+    citation = "Dai et al. 2019, section 3.3: A_ij^rel = (a) + (b) + (c) + (d) with u, v and W_{k,R}"
 
     def __init__(self, d_model: int, n_heads: int, d_head: int, *, clamp_len: int | None = None,
                  same_length: bool = False):

@@ -39,6 +39,9 @@ def rotate(x: Tensor, start: int, base: float) -> Tensor:
 
 
 class Rotary(nn.Module):
+    citation = ("Su et al. 2021 (RoFormer), eq. 34: q and k rotated by position-dependent angles, so q_m . k_n depends "
+                "on m - n only")
+
     def __init__(self, d_head: int, *, base: float = 10000.0):
         super().__init__()
         if isinstance(d_head, bool) or not isinstance(d_head, int) or d_head < 2 or d_head % 2:

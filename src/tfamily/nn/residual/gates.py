@@ -34,6 +34,7 @@ def _bias(d_model: int, gate_bias: object) -> nn.Parameter:
 
 class InputGate(nn.Module):
     """Parisotto et al. 2019, section 3.2, input gating: g = sigmoid(W_g x) * x + y."""
+    citation = "Parisotto et al. 2019, section 3.2: g = sigmoid(W_g x) * x + y, y = ReLU(Sublayer(LN(x)))"
 
     def __init__(self, d_model: int, dropout: float = 0.0, bias: bool = True,
                  norm: nn.Module | None = None):
@@ -50,6 +51,7 @@ class InputGate(nn.Module):
 
 class OutputGate(nn.Module):
     """Parisotto et al. 2019, section 3.2, output gating: g = x + sigmoid(W_g x - b_g) * y."""
+    citation = "Parisotto et al. 2019, section 3.2: g = x + sigmoid(W_g x - b_g) * y"
 
     def __init__(self, d_model: int, dropout: float = 0.0, gate_bias: float = 1.0, bias: bool = True,
                  norm: nn.Module | None = None):
@@ -67,6 +69,7 @@ class OutputGate(nn.Module):
 class HighwayGate(nn.Module):
     """Parisotto et al. 2019, section 3.2, highway connection (Srivastava et al. 2015):
     g = sigmoid(W_g x + b_g) * x + (1 - sigmoid(W_g x + b_g)) * y."""
+    citation = "Parisotto et al. 2019, section 3.2: g = s * x + (1 - s) * y, s = sigmoid(W_g x + b_g)"
 
     def __init__(self, d_model: int, dropout: float = 0.0, gate_bias: float = 1.0, bias: bool = True,
                  norm: nn.Module | None = None):
@@ -85,6 +88,7 @@ class HighwayGate(nn.Module):
 class SigmoidTanhGate(nn.Module):
     """Parisotto et al. 2019, section 3.2, sigmoid-tanh gating:
     g = x + sigmoid(W_g y - b_g) * tanh(U_g y)."""
+    citation = "Parisotto et al. 2019, section 3.2: g = x + sigmoid(W_g y - b_g) * tanh(U_g y)"
 
     def __init__(self, d_model: int, dropout: float = 0.0, gate_bias: float = 1.0, bias: bool = True,
                  norm: nn.Module | None = None):
@@ -108,6 +112,8 @@ class GRUGate(nn.Module):
     Not ``torch.nn.GRUCell``: that one applies the reset after U_g's matmul, adds biases to
     every term and lets z weigh the old state, so its closed gate is not g -> x.
     """
+    citation = ("Parisotto et al. 2019, section 3.2 (GTrXL): g = (1 - z) * x + z * tanh(W_g y + U_g (r * x)), z = "
+                "sigmoid(W_z y + U_z x - b_g)")
 
     def __init__(self, d_model: int, dropout: float = 0.0, gate_bias: float = 2.0, bias: bool = True,
                  norm: nn.Module | None = None):

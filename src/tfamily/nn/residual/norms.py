@@ -13,6 +13,8 @@ from .base import or_layer_norm
 
 
 class PostNorm(nn.Module):
+    citation = "Vaswani et al. 2017, section 3.1: LayerNorm(x + Sublayer(x))"
+
     def __init__(self, d_model: int, dropout: float = 0.0, bias: bool = True,
                  norm: nn.Module | None = None):
         super().__init__()
@@ -26,6 +28,8 @@ class PostNorm(nn.Module):
 
 
 class PreNorm(nn.Module):
+    citation = "Xiong et al. 2020 (Pre-LN), as in GPT-2 (Radford et al. 2019, section 2.3): x + Sublayer(LayerNorm(x))"
+
     def __init__(self, d_model: int, dropout: float = 0.0, bias: bool = True,
                  norm: nn.Module | None = None):
         super().__init__()
@@ -46,6 +50,7 @@ class IdentityMap(nn.Module):
     output carries no norm; the ReLU follows their reason: the reordering leaves two linear
     maps in sequence on that path. Zero sublayer outputs leave the block the identity map.
     """
+    citation = "Parisotto et al. 2019, section 3.1 (TrXL-I): x + ReLU(Sublayer(LayerNorm(x)))"
 
     def __init__(self, d_model: int, dropout: float = 0.0, bias: bool = True,
                  norm: nn.Module | None = None):

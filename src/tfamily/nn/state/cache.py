@@ -126,6 +126,8 @@ class LayerState:
 
 class CacheState(list):
     """Per-layer KV caches for incremental decoding: the offset is the cached length."""
+    citation = ("Vaswani et al. 2017, section 3.2.3: a decoder step sees only earlier positions, so their keys and "
+                "values are cached")
 
     carried = False
 

@@ -55,6 +55,7 @@ class SegmentMemory(list):
     use (an adaptive span shorter than ``mem_len``), so memory it cannot see is
     neither kept nor projected.
     """
+    citation = "Dai et al. 2019, section 3.2: h~ = [SG(h_{t}^{n-1}) o h_{t+1}^{n-1}], mem_len layer inputs"
 
     carried = True  # the trainer keeps it across batches of a contiguous stream
 

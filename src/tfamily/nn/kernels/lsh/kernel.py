@@ -48,6 +48,7 @@ class LSHKernel:
     and a position attends to itself only when no other key is allowed (with shared QK,
     q.k is largest at j = i).
     """
+    citation = "Kitaev et al. 2020, section 2, eq. 3-4: angular LSH buckets, sort and chunk"
 
     name = "lsh"
 
