@@ -34,7 +34,7 @@ import torch
 from torch import Tensor, nn
 
 from .numbers import check_int
-from .registry import DEPTHS, STATES
+from .registry import DEPTHS, KERNELS, STATES
 from .spec import Spec
 from .train.checkpoint import META, disk_full, step_dirs
 from .train.rundir import LOCK
@@ -144,10 +144,9 @@ def staging(path: Path, need: int, what: str) -> Iterator[Path]:
 def refusal(spec: Spec, fmt: str) -> str | None:
     """Why the model of ``spec`` cannot be exported as ``fmt`` (one line), or None if it can."""
     name = spec.member or "this model"
-    if spec.kernel.name == "lsh":
-        return (f"{name} cannot be exported: LSH attention draws fresh random rotations on every call and "
-                f"sorts keys by bucket, so no fixed graph computes what the eager model does; train it with "
-                f"another kernel (kernel.name=sdpa) to export it")
+    why = KERNELS.entry(spec.kernel.name).info.get("untraceable")
+    if why:
+        return f"{name} cannot be exported: {why}; train it with another kernel (kernel.name=sdpa) to export it"
     if DEPTHS.entry(spec.depth.name).info.get("recurrent", False):
         if spec.model == "encoder_decoder":
             return (f"{name} cannot be exported: its recurrent decoder steps through the target one position "
@@ -164,10 +163,9 @@ def notes(spec: Spec) -> list[str]:
     if STATES.entry(spec.state.name).info.get("carried", False):
         out.append(f"state {spec.state.name!r} is not an input: the graph computes one segment from an empty "
                    f"state (the first segment of a stream)")
-    if spec.kernel.name == "blocksparse":
-        out.append("the sparse pattern runs as a dense mask: the same outputs at dense cost")
-    if spec.depth.name == "universal_act":
-        out.append("ACT runs every one of its steps (halted positions weigh 0, so outputs are the same)")
+    # A part whose graph runs differently says so in its registration (``traced_as``).
+    out += [reg.entry(name).info["traced_as"] for reg, name in ((KERNELS, spec.kernel.name), (DEPTHS, spec.depth.name))
+            if "traced_as" in reg.entry(name).info]
     return out
 
 

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import torch
 
+from .registry import DEPTHS, KERNELS
 from .spec import Spec
 
 LAYER_OBJECT_BYTES = 16 << 10
@@ -38,9 +39,6 @@ class Estimate:
         return max(self.weight_bytes, self.training_bytes) + self.activation_bytes
 
 
-_RECURRENT_GATES = {"rnn": 1, "gru": 3, "lstm": 4}  # nn/depth/recurrent.py's cells
-
-
 def param_count(spec: Spec) -> int:
     """A lower bound on the parameter count of ``build(spec)`` (see the module docstring)."""
     d, h, kv, dh = spec.d_model, spec.heads.n_heads, spec.heads.kv_heads, spec.d_head
@@ -48,14 +46,14 @@ def param_count(spec: Spec) -> int:
     ff = 2 * d * spec.d_ff
     vocab_rows = spec.vocab_size * d * (1 if spec.tie_embeddings else 2)
     n = spec.depth.n_layers
-    gates = _RECURRENT_GATES.get(spec.depth.name)
+    gates = DEPTHS.entry(spec.depth.name).info.get("gates")  # a recurrent cell's (nn/depth/recurrent.py)
     if gates is not None:  # a recurrent depth: gates x (input and recurrent d x d matrices) per layer
         layers = (n + ((spec.depth.n_enc_layers or n) if spec.model == "encoder_decoder" else 0)) * gates * 2 * d * d
     elif spec.model == "encoder_decoder":
         layers = (spec.depth.n_enc_layers or n) * (attn + ff) + n * (2 * attn + ff)
     else:
         layers = n * (attn + ff)
-    position = spec.position.max_len * d if spec.position.name == "learned" else 0
+    position = spec.position.table_len * d
     return vocab_rows + layers + position + spec.token_types * d
 
 
@@ -68,13 +66,14 @@ def mask_bytes(spec: Spec, batch: int, seq_len: int) -> int:
     """What one attention call holds at L x L: the reference kernel's fp32 scores for every row and
     head; SDPA, for a pattern other than causal or full, its boolean mask and the fp32 bias made
     from it (``nn/kernels/sdpa.py``). The sparse kernels (blocksparse, flex, lsh) hold none."""
-    if spec.depth.name in _RECURRENT_GATES:
+    if DEPTHS.entry(spec.depth.name).info.get("recurrent"):
         return 0
     patterns = {p.name for p in (spec.pattern.per_layer or (spec.pattern,))}
     square = seq_len * seq_len
-    if spec.kernel.name == "reference":
+    holds = KERNELS.entry(spec.kernel.name).info  # what the kernel's registration says it holds
+    if holds.get("scores"):
         return batch * spec.heads.n_heads * square * FP32
-    if spec.kernel.name == "sdpa" and patterns - {"causal", "full"}:
+    if "mask_unless" in holds and patterns - set(holds["mask_unless"]):
         return square * (1 + FP32)
     return 0
 

@@ -66,6 +66,13 @@ class PositionSpec:
         check_choice("position", self.name)
         numbers.check_int("position.max_len", self.max_len)
 
+    @property
+    def table_len(self) -> int:
+        """The rows of the part's table, ``max_len``, for a part sized by it (a learned table: its
+        parameters and the longest sequence the model takes); 0 for one that takes any length. Read
+        from the part's registration (``max_len`` among its needs), never from its name."""
+        return self.max_len if "max_len" in registry.POSITIONS.entry(self.name).needs else 0
+
 
 @dataclass(frozen=True)
 class HeadsSpec:
@@ -127,6 +134,12 @@ class StateSpec:
     def __post_init__(self):
         check_choice("state", self.name)
         numbers.check_int("state.mem_len", self.mem_len, lo=0)
+
+    @property
+    def keeps_memory(self) -> bool:
+        """Whether the state keeps ``mem_len`` earlier layer inputs (Transformer-XL's memory): read from
+        its registration (``mem_len`` among its needs), never from its name."""
+        return "mem_len" in registry.STATES.entry(self.name).needs
 
 
 @dataclass(frozen=True)

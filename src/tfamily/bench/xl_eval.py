@@ -179,7 +179,7 @@ def _load(args):
         from ..train.config import from_dict
         from ..train.sample import load_trained
         tr = load_trained(args.checkpoint, args.device)
-        if tr.spec.state.name != "xl_memory":
+        if not tr.spec.state.keeps_memory:
             raise ValueError(f"{args.checkpoint} is a {tr.spec.member!r} model with state "
                              f"{tr.spec.state.name!r}; xl-eval needs state 'xl_memory'")
         cfg = from_dict(tr.meta["config"])

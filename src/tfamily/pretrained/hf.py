@@ -148,7 +148,7 @@ def _no_mapping(spec: Spec, source, peer: str, want: dict, got: dict, keys: list
     # An axis whose choice differs brings its own params: only its name is worth saying.
     keys = [k for k in keys if not (k.endswith(".params") and k.removesuffix(".params") in renamed)]
     fixed = {k: "none" if k == "state.name" and got.get(k) == "kv_cache" else got.get(k) for k in keys}  # resolved()
-    if spec.kernel.name == "lsh" and fixed.get("heads.shared_qk") is False:  # LSH needs shared QK (refusal())
+    if registry.KERNELS.entry(spec.kernel.name).info.get("shared_qk") and fixed.get("heads.shared_qk") is False:
         fixed["kernel.name"] = "sdpa"
     fields = [(f"{k}={want[k]!r}", f"({peer} fixes {fixed[k]!r})") for k in keys]
     what = f"spec field {fields[0][0]} has no mapping {fields[0][1]}" if len(keys) == 1 else \

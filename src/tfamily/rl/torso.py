@@ -136,8 +136,8 @@ def torso_spec(member: str, d_model: int, n_layers: int, n_heads: int, mem_len: 
     from .. import members
     from ..spec import Spec
     spec = members.get(member)()
-    if spec.state.name != "xl_memory":
-        valid = sorted(n for n in members.REGISTRY if members.get(n)().state.name == "xl_memory")
+    if not spec.state.keeps_memory:
+        valid = sorted(n for n in members.REGISTRY if members.get(n)().state.keeps_memory)
         raise ValueError(f"member {member!r} has no memory across steps (state {spec.state.name!r}); "
                          f"a torso needs XL memory: {', '.join(valid + list(RECURRENT))}")
     if spec.pattern.name != "causal" or spec.pattern.per_layer:

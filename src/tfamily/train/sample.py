@@ -114,7 +114,7 @@ def evaluate_trained(tr: Trained, *, split: str = "val", max_tokens: int | None 
                      device=dev, precision=run_precision(tr.meta, precision, dev), carries=task.carries_state,
                      mem_len=mem_len, metrics=task.eval_metrics)
     wall = time.perf_counter() - t0
-    if mem_len is None and task.carries_state and tr.spec.state.name == "xl_memory":
+    if mem_len is None and task.carries_state and tr.spec.state.keeps_memory:
         mem_len = tr.spec.state.mem_len  # the memory the model was built with, which evaluate() used
     return {"member": cfg.member, "name": cfg.run_name, "params": sum(p.numel() for p in tr.model.parameters()),
             "steps": tr.meta["step"], "tokens": tr.meta["tokens"], "wall_s": wall,
@@ -168,8 +168,8 @@ def stream_text(tr: Trained, prompt: str | Sequence[str], n_tokens: int, *, temp
         if not isinstance(s, str) or not s:
             raise ValueError(f"a stop string must be non-empty text, got {s!r}; e.g. --stop $'\\n\\n'")
     limit = tr.seq_len
-    if tr.spec.position.name == "learned":
-        limit = min(limit, tr.spec.position.max_len)
+    if tr.spec.position.table_len:
+        limit = min(limit, tr.spec.position.table_len)
     rows = [_Row(_prompt_ids(tr, p)[-limit:].tolist()) for p in prompts]
     if len({len(r.context) for r in rows}) > 1:
         _check_batch(tr, rows, limit)

@@ -165,7 +165,10 @@ def _recurrent(cell: str) -> Callable[..., nn.Module]:
     return make
 
 
+# gates: the d x d matrix pairs (input, recurrent) per layer each cell holds (sizes.py counts them).
+_GATES = {"rnn": 1, "lstm": 4, "gru": 3}
 for _cell in CELLS:
-    DEPTHS.register(_cell, _recurrent(_cell), needs=("d_model", "n_layers", "dropout"), recurrent=True)
+    DEPTHS.register(_cell, _recurrent(_cell), needs=("d_model", "n_layers", "dropout"), recurrent=True,
+                    gates=_GATES[_cell])
 # The hidden state of the stack's layers, carried between segments (truncated BPTT).
 STATES.register("rnn_hidden", lambda layers: layers.new_state, needs=("layers",), carried=True)

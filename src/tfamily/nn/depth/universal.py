@@ -188,4 +188,5 @@ def universal_act(blocks: Callable[[int], nn.Module], n_layers: int, final_norm:
 
 # shared: one block serves every step (no per-layer inputs for XL memory, nothing to checkpoint per layer)
 DEPTHS.register("universal", universal, needs=_NEEDS, shared=True)
-DEPTHS.register("universal_act", universal_act, needs=_NEEDS, shared=True)
+DEPTHS.register("universal_act", universal_act, needs=_NEEDS, shared=True,
+                traced_as="ACT runs every one of its steps (halted positions weigh 0, so outputs are the same)")

@@ -8,11 +8,18 @@ from .blocksparse import BlockSparseKernel
 from .flex import FlexKernel
 from .lsh import LSHKernel
 
-KERNELS.register("reference", ReferenceKernel)
-KERNELS.register("sdpa", SDPAKernel)
-KERNELS.register("blocksparse", BlockSparseKernel)
+# What a kernel's registration declares for its readers (sizes.py, export.py, pretrained/hf.py):
+# scores: it holds every row's fp32 L x L scores; mask_unless: it makes an L x L mask for any pattern
+# but these (a kernel with neither holds no L x L tensor); traced_as: how an exported graph runs it;
+# untraceable: why no graph computes it; shared_qk: it needs shared-QK heads (tfamily/checks.py).
+KERNELS.register("reference", ReferenceKernel, scores=True)
+KERNELS.register("sdpa", SDPAKernel, mask_unless=("causal", "full"))
+KERNELS.register("blocksparse", BlockSparseKernel,
+                 traced_as="the sparse pattern runs as a dense mask: the same outputs at dense cost")
 KERNELS.register("flex", FlexKernel)
-KERNELS.register("lsh", LSHKernel)  # Kitaev et al. 2020; needs heads.shared_qk (tfamily/checks.py)
+KERNELS.register("lsh", LSHKernel, shared_qk=True,  # Kitaev et al. 2020
+                 untraceable="LSH attention draws fresh random rotations on every call and sorts keys by bucket, "
+                             "so no fixed graph computes what the eager model does")
 
 __all__ = ["Kernel", "allowed_mask", "ReferenceKernel", "SDPAKernel", "KERNELS",
            "BlockSparseKernel", "FlexKernel", "LSHKernel"]
