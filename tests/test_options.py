@@ -76,7 +76,7 @@ def test_every_renamed_option_works_and_names_the_new_one(leaves, capsys):
 
 
 def test_renamed_train_flags_reach_the_config():
-    from tfamily.train.flags import flag_overrides
+    from tfamily.settings.run import flag_overrides
     p = cli.make_parser(["train"])
     args = p.parse(["train", "--steps", "7", "--time", "5m", "train.lr=1e-3"])
     assert flag_overrides(args) == {"train.max_steps": 7, "train.time_budget": "5m", "train.lr": 1e-3}

@@ -9,10 +9,9 @@ from __future__ import annotations
 import argparse
 import errno
 import importlib
-import re
 import sys
 
-from jsonargparse import ArgumentParser, DefaultHelpFormatter, Namespace
+from .settings.schema import with_default
 
 # command -> (module defining add_parser(subparsers), its line in `tfamily --help`). Only the module
 # of the command being run is imported: most of them import torch (seconds), which `tfamily --help`
@@ -29,6 +28,8 @@ COMMANDS = {
                                  "(pt2) or a Hugging Face checkpoint (hf), checked against the eager model"),
     "compare": ("tfamily.compare", "final metrics of runs in one table and their curves in one figure"),
     "download": ("tfamily.data.cli", "download and verify a dataset (tinyshakespeare, enwik8, text8)"),
+    "data": ("tfamily.data.cli", "prepare your own text as memory-mapped token shards (data.corpus=DIR), "
+                                 "or verify a prepared folder"),
     "bench": ("tfamily.bench.cli", "benchmarks (speed and memory), printed and saved as JSON/CSV"),
     "calibrate": ("tfamily.train.calibrate", "measure this machine's default training threads and precision again"),
     "plot": ("tfamily.bench.cli", "plots of trained models"),
@@ -42,200 +43,103 @@ COMMANDS = {
 }
 
 
-class _Commands:
-    """argparse's ``add_subparsers()`` object on jsonargparse's subcommands, so every command module
-    declares its options with the plain argparse calls (``sub.add_parser``, ``p.add_argument``)."""
+class Parser(argparse.ArgumentParser):
+    """argparse with what the CLI needs beside it: a usage error (an unknown option, a value of the
+    wrong type) in one line, exit status 2, as every other bad input; options named in full; a
+    ``KEY=VALUE`` list intermixed with the options (``train -c tiny model.d_model=64 --steps 10
+    train.lr=1e-3``: argparse's own ``parse_intermixed_args``); a subcommand's options declared
+    only when it is named (``build``), so `tfamily bench --help` imports no benchmark; an option
+    given under its old and its new name refused (argparse kept the last one)."""
 
-    def __init__(self, parent: "Parser", dest: str, required: bool):
-        self.parent, self.dest = parent, dest
-        self.action = ArgumentParser.add_subcommands(parent, required=required, dest=dest)
-
-    def add_parser(self, name: str, help: str | None = None, build=None, **kw) -> "Parser":
-        """A subcommand's parser; with ``build(parser)``, its options are declared only when the
-        subcommand is named on the command line (or every parser is wanted), so a command's module,
-        and torch with it, is imported only when that command runs or shows its help."""
-        prog = f"{self.parent.prog} {name}"
-        parser = Parser(prog=prog, **kw)
-        self.action.add_subcommand(name, parser, help=help)
-        parser.prog = prog  # jsonargparse writes "tfamily [options] train"
-        parser._build = build
+    def __init__(self, *args, build=None, **kw):
+        kw.setdefault("allow_abbrev", False)  # an option is named in full
+        kw.setdefault("exit_on_error", False)  # parse_known_args turns its ArgumentError into one line
+        self.flags: dict[str, argparse.Action] = {}   # option string -> its action
+        self.old_names: dict[str, str] = {}           # old option string -> its new name (options.renamed)
+        self.commands = None                          # the subcommands' action, if any
+        self.mixed = False                            # a positional list intermixes with the options
+        self._build = build
+        super().__init__(*args, **kw)
         if _EAGER:
-            parser.materialize()
-        return parser
-
-
-def _on_strings(convert):
-    """``convert`` applied as argparse applies a ``type=``: to strings only (jsonargparse also
-    passes it the converted value and the default when it validates), under the same name, so a
-    bad value reads "argument --steps: invalid int value: 'x'". Plain int and float stay argparse's
-    conversions: jsonargparse's type hints refuse nan and inf before the command can say why, and
-    name the key rather than the option."""
-    def on_strings(value):
-        return convert(value) if isinstance(value, str) else value
-    on_strings.__name__ = getattr(convert, "__name__", "value")
-    return on_strings
-
-
-_EAGER = False  # declare every subcommand's options at once (make_parser() with no command named)
-
-
-class Help(DefaultHelpFormatter):
-    """jsonargparse's help, with a default shown only where it says something (not null, false
-    or an empty list, and not where the help already names it) and no type or "required"
-    notes: a command's help reads as its authors wrote it."""
-
-    def _get_help_string(self, action):
-        if isinstance(action, argparse._HelpAction):
-            return super()._get_help_string(action)
-        text, default = action.help or "", action.default
-        said = "default" in text or "%(default)" in text
-        if action.option_strings and not said and default not in (None, False, argparse.SUPPRESS, [], ()):
-            text += " (default: %(default)s)"
-        return text
-
-
-
-class Parser(ArgumentParser):
-    """The CLI's parser: jsonargparse (nested subcommands; options declared as in argparse) with
-    a usage error (an unknown option, a value of the wrong type) in one line, exit status 2, as
-    every other bad input; the full usage stays one `--help` away."""
-
-    _extra: dict = {}
-    _commands: _Commands | None = None
-    _build = None
+            self.materialize()
 
     def materialize(self) -> None:
-        """Declare the options of a lazily built subcommand (see _Commands.add_parser)."""
+        """Declare the options of a lazily built subcommand."""
         build, self._build = self._build, None
         if build is not None:
             build(self)
 
-    def __init__(self, *args, **kw):
-        kw.setdefault("exit_on_error", True)
-        kw.setdefault("allow_abbrev", False)  # an option is named in full (jsonargparse 5's default)
-        kw.setdefault("formatter_class", Help)
-        super().__init__(*args, **kw)
-
     def add_argument(self, *args, **kw):
-        if callable(kw.get("type")):
-            kw["type"] = _on_strings(kw["type"])
-        return super().add_argument(*args, **kw)
+        if args and args[0].startswith("-") and kw.get("help") != argparse.SUPPRESS:
+            kw["help"] = with_default(kw.get("help") or "", kw.get("default"))
+        action = super().add_argument(*args, **kw)
+        self.flags.update(dict.fromkeys(action.option_strings, action))
+        self.mixed = self.mixed or (not action.option_strings and action.nargs in ("*", "+"))
+        return action
 
-    def parse_args(self, args=None, namespace=None, **kw):
+    def add_subparsers(self, **kw):
+        self.commands = super().add_subparsers(**kw)
+        return self.commands
+
+    def parse_known_args(self, args=None, namespace=None):
+        self.materialize()
         args = sys.argv[1:] if args is None else list(args)
-        return super().parse_args(self._intermixed(args), namespace, **kw)
+        self._one_name_each(args)
+        try:
+            if not self.mixed or self.commands is not None:
+                return super().parse_known_args(args, namespace)
+            self.mixed = False  # parse_known_intermixed_args calls parse_known_args twice
+            try:
+                parsed, extra = self.parse_known_intermixed_args(args, namespace)
+            finally:
+                self.mixed = True
+        except argparse.ArgumentError as e:
+            if self.commands is not None and e.argument_name == self.commands.metavar:
+                # argparse: "argument COMMAND: invalid choice: 'nosuch' (choose from 'a', 'b')"
+                self.error(f"unknown command {self._command(args)!r}; choose from {', '.join(self.commands.choices)}")
+            self.error(str(e))
+        if extra:  # a leaf: nothing after it could take them
+            self.error(f"unrecognized arguments: {' '.join(extra)}")
+        return parsed, extra
 
-    def _intermixed(self, args: list[str]) -> list[str]:
-        """``args`` with the innermost command's positionals moved after its options, so
-        ``train -c tiny model.d_model=64 --steps 10 train.lr=1e-3`` parses: argparse (and
-        jsonargparse) take a positional list only in one piece. An option given under its old and
-        its new name (``--steps 3 --max-steps 5``) is refused here: argparse kept the last one."""
-        if "--" in args:
-            return args
-        from .options import same_setting
-        parser, i, moved, kept, given = self, 0, [], [], {}
-        while i < len(args):
-            token = args[i]
-            if token.startswith("-") and len(token) > 1:
-                name = token.split("=", 1)[0]
-                action = parser._option_string_actions.get(name)
-                if action is not None:
-                    value = token.split("=", 1)[1] if "=" in token else " ".join(args[i + 1:i + 2])
-                    for other, (old, old_value) in given.items():
-                        if new := same_setting(action, other):
-                            parser.error(f"{old} {old_value} and {name} {value} set the same thing (an old "
-                                         f"name of {new} and {new} itself); give only {new}")
-                    given[action] = (name, value)
-                kept.append(token)
-                i += 1
-                if action is None or "=" in token:
-                    continue
-                nargs = action.nargs
-                if isinstance(nargs, int):
-                    kept.extend(args[i:i + nargs])
-                    i += nargs
-                elif nargs is None:
-                    kept.extend(args[i:i + 1])
-                    i += 1
-                elif nargs in ("?", "*", "+"):
-                    while i < len(args) and not args[i].startswith("-"):
-                        kept.append(args[i])
-                        i += 1
-                        if nargs == "?":
-                            break
-                continue
-            commands = parser._commands
-            if commands is not None and not moved and token in commands.action._name_parser_map:
-                kept.append(token)
-                given = {}
-                parser = commands.action._name_parser_map[token]
-                parser.materialize()
-            elif commands is not None and not moved and parser is not self and not any(
-                    not a.option_strings for a in parser._actions if a is not commands.action):
-                # a group such as `tfamily bench nosuch --help` printed its own help with exit 0
-                names = ", ".join(commands.action._name_parser_map)
-                parser.error(f"unknown command {token!r}; choose from {names}")
+    def _command(self, args: list[str]) -> str:
+        """The token argparse took for a subcommand: the first not an option or an option's value."""
+        takes = 0
+        for token in args:
+            if token.startswith("-"):
+                action = self.flags.get(token.partition("=")[0])
+                takes = 0 if action is None or "=" in token else len(args) if action.nargs in ("+", "*") else \
+                    action.nargs if isinstance(action.nargs, int) else int(action.nargs in (None, "?"))
+            elif takes:
+                takes -= 1
             else:
-                moved.append(token)
-            i += 1
-        return kept + moved
+                return token
+        return ""
 
-    def error(self, message: str, ex: Exception | None = None):
-        prog, message = self._named(one_line(message))
-        self.exit(2, f"{prog}: error: {message}; see `{prog} --help`\n")
+    parse = argparse.ArgumentParser.parse_args
 
-    def _named(self, message: str) -> tuple[str, str]:
-        """jsonargparse names a missing argument of a subcommand by its dotted key from the top
-        ("required: eval.checkpoint"); say it as argparse did, from the subcommand: "tfamily eval:
-        ... required: DIR"."""
-        m = re.fullmatch(r"the following arguments are required: ([\w.]+(?:, [\w.]+)*)", message)
-        if not m:
-            return self.prog, message
-        prog, names = self.prog, []
-        for key in m.group(1).split(", "):
-            parser, *path = self, *key.split(".")
-            while len(path) > 1 and parser._commands and path[0] in parser._commands.action._name_parser_map:
-                parser = parser._commands.action._name_parser_map[path.pop(0)]
-            action = next((a for a in parser._actions if a.dest == ".".join(path)), None)
-            prog = parser.prog
-            names.append(key if action is None else "/".join(action.option_strings) or action.metavar
-                         or action.dest)
-        return prog, f"the following arguments are required: {', '.join(names)}"
+    def _one_name_each(self, args: list[str]) -> None:
+        seen = {}
+        for i, token in enumerate(args):
+            if token == "--":
+                return
+            name, eq, value = token.partition("=")
+            new = self.old_names.get(name, name if name in self.old_names.values() else None)
+            if new is None:
+                continue
+            value = value if eq else " ".join(args[i + 1:i + 2])
+            if new in seen and seen[new][0] != name:
+                old, old_value = seen[new]
+                self.error(f"{old} {old_value} and {name} {value} set the same thing (an old name of {new} and "
+                           f"{new} itself); give only {new}")
+            seen[new] = (name, value)
 
-    def set_defaults(self, *args, **kw):
-        # jsonargparse keeps defaults only for declared options; what a command attaches to its
-        # parser (``func``: the function that runs it) is kept here and merged by flatten().
-        known = {a.dest for a in self._actions}
-        self._extra = {**self._extra, **{k: kw.pop(k) for k in list(kw) if k not in known}}
-        if args or kw:
-            super().set_defaults(*args, **kw)
+    def error(self, message: str):
+        prog = self.prog
+        self.exit(2, f"{prog}: error: {one_line(message)}; see `{prog} --help`\n")
 
-    def add_subparsers(self, dest: str | None = None, metavar: str | None = None, required: bool = False,
-                       **kw) -> _Commands:
-        self._commands = _Commands(self, dest or "subcommand", required)
-        return self._commands
 
-    def parse(self, args=None) -> argparse.Namespace:
-        """``args`` parsed into the flat namespace every command reads (see flatten)."""
-        return self.flatten(self.parse_args(args))
-
-    def flatten(self, cfg) -> argparse.Namespace:
-        """jsonargparse's nested result (``cfg.train.steps``) as the flat namespace each command
-        reads (``args.steps``), with ``command``, the inner command's dest and ``func`` set."""
-        out = argparse.Namespace()
-        parser = self
-        while True:
-            for key, value in vars(cfg).items():
-                if not isinstance(value, Namespace):
-                    setattr(out, key, value)
-            for key, value in parser._extra.items():
-                setattr(out, key, value)
-            commands = parser._commands
-            name = getattr(cfg, commands.dest, None) if commands else None
-            if not name:
-                return out
-            parser, cfg = commands.action._name_parser_map[name], getattr(cfg, name)
-
+_EAGER = False  # declare every subcommand's options at once (make_parser() with no command named)
 
 
 class UserError(Exception):
@@ -280,7 +184,7 @@ def user_error(e: BaseException) -> str | None:
     return None
 
 
-def make_parser(commands=None) -> argparse.ArgumentParser:
+def make_parser(commands=None) -> Parser:
     """The CLI's parser with the full options of ``commands`` (default: all); any other command is
     listed by name and help line only, so its module (and torch) is not imported."""
     global _EAGER
@@ -319,12 +223,14 @@ def main(argv: list[str] | None = None) -> int:
               f"(see `tfamily --help`)", file=sys.stderr)
         return 2
     parser = make_parser([command] if command in COMMANDS else [])
-    args = parser.parse(argv)
+    args = parser.parse_args(argv)
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
     from .interrupt import guard
+    from .settings.schema import check_args
     try:
+        check_args(args)
         with guard():  # Ctrl-C: out within seconds, whatever clean-up hangs (interrupt.py)
             return int(args.func(args) or 0)
     except (UserError, ValueError, TypeError, OSError, MemoryError) as e:

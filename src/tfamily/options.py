@@ -39,30 +39,23 @@ class _Renamed(argparse.Action):
         self.target(parser, namespace, values, new)
 
 
-def renamed(parser: argparse.ArgumentParser, new: str, *old: str) -> None:
-    """Keep each ``old`` option string working on ``parser`` as a hidden alias of the option
-    ``new`` (added to ``parser`` before): same value, type and choices, one note on stderr."""
-    target = parser._option_string_actions[new]
+def renamed(parser, new: str | argparse.Action, *old: str) -> None:
+    """Keep each ``old`` option string working on ``parser`` (a ``tfamily.cli.Parser``) as a hidden
+    alias of the option ``new`` (its name or the action ``add_argument`` returned): same value, type
+    and choices, one note on stderr. Given under both names, the command line is refused
+    (``Parser.parse_known_args``): argparse would keep whichever came last."""
+    target = parser.flags[new] if isinstance(new, str) else new
     for name in old:
         same = {k: getattr(target, k) for k in ("nargs", "type", "choices", "metavar")
                 if getattr(target, k) is not None}
         parser.add_argument(name, action=_Renamed, target=target, dest=target.dest, default=argparse.SUPPRESS,
                             help=argparse.SUPPRESS, **same)
+        parser.old_names[name] = target.option_strings[-1]
 
 
-def same_setting(a: argparse.Action, b: argparse.Action) -> str | None:
-    """The new name where two distinct options are one setting under an old and a new name
-    (``--max-steps`` and ``--steps``: given both, the last one silently won), else None."""
-    if a is b or a.dest != b.dest or not (isinstance(a, _Renamed) or isinstance(b, _Renamed)):
-        return None
-    new = b if isinstance(a, _Renamed) else a
-    return (new.target if isinstance(new, _Renamed) else new).option_strings[-1]
-
-
-def deprecated(parser: argparse.ArgumentParser) -> dict[str, str]:
+def deprecated(parser) -> dict[str, str]:
     """``{old: new}`` for every renamed option of ``parser``."""
-    return {name: a.target.option_strings[-1] for a in parser._actions if isinstance(a, _Renamed)
-            for name in a.option_strings}
+    return dict(parser.old_names)
 
 
 _UNITS = {"": 1.0, "s": 1.0, "m": 60.0, "h": 3600.0}

@@ -14,7 +14,7 @@ from tfamily import cli
 from tfamily.data import load_corpus
 from tfamily.data.corpora import clear_corpus_cache
 from tfamily.data.subword import bits_per_char, bpe_size, encode, split_text, train_bpe
-from tfamily.train.config import DataConfig
+from tfamily.settings.run import DataConfig
 from tfamily.train.tasks.text import TextTask
 
 WORDS = "the king and queen of fair verona where we lay our scene from ancient grudge break to new mutiny".split()

@@ -14,7 +14,8 @@ from tfamily.build import build
 from tfamily.members import lstm_seq2seq
 from tfamily.models.generate import greedy_decode
 from tfamily.repro import REPROS, reverse_dictionary as rd
-from tfamily.train.config import DataConfig, load
+from tfamily.settings.run import DataConfig
+from tfamily.train.config import load
 from tfamily.train.tasks.reverse_dictionary import ReverseDictionaryTask
 
 

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from tfamily.repro.stream import StreamTask, loop_config
-from tfamily.train.config import validate
+from tfamily.settings.run import validate
 
 
 def _task():

@@ -61,7 +61,7 @@ def convert(src: str | Path, out: str | Path, *, dtype: str = "fp32", corpus: st
 
     from ..data.tokenizer import read_tokenizer
     from ..train import checkpoint
-    from ..train.config import Config, DataConfig
+    from ..settings.run import Config, DataConfig
     from ..train.rng import capture_rng
     from . import from_pretrained
     if dtype not in DTYPES:

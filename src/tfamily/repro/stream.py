@@ -23,7 +23,7 @@ from pathlib import Path
 
 import torch
 
-from ..train.config import Config, DataConfig, TrainConfig, validate
+from ..settings.run import Config, DataConfig, TrainConfig, validate
 
 
 class StreamTask:

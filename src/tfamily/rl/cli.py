@@ -110,7 +110,7 @@ def _run_settings(p) -> None:
 
 
 def _settings(items: list[str]) -> dict:
-    from ..train.config import parse_value
+    from ..settings.schema import parse_value
     out = {}
     for item in items:
         key, sep, value = item.partition("=")

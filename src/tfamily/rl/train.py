@@ -18,7 +18,7 @@ from pathlib import Path
 from ..numbers import check_int, check_number
 from ..sizes import fmt_bytes, machine_memory
 from ..train import checkpoint
-from ..train.config import MAX_SEED, Config, DataConfig, TrainConfig, validate
+from ..settings.run import MAX_SEED, Config, DataConfig, TrainConfig, validate
 from ..train.loop import Trainer, resume_config
 from ..train.rng import seed_all
 from .encoders import encoder_for

@@ -8,7 +8,6 @@
 """
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import os
@@ -17,16 +16,10 @@ import sys
 import tempfile
 from pathlib import Path
 
-from ..options import renamed
-from .config import PRECISIONS
-from .flags import flag_overrides
+from ..settings import commands
+from ..settings.run import Config, flag_overrides
+from ..settings.schema import add_flags
 from .rundir import pause_point
-
-
-def _common(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--data-dir", metavar="DIR", help="data directory (else $TFAMILY_DATA, else the user cache)")
-    p.add_argument("--json", action="store_true", help="print one JSON object with the results last")
-    p.add_argument("--debug", action="store_true", help="show tracebacks instead of one-line errors")
 
 
 def add_parser(sub) -> None:
@@ -34,80 +27,18 @@ def add_parser(sub) -> None:
                        description="Train a family member. Settings come from a config file (-c) and "
                                    "key=value overrides with dotted keys into the sections member, model "
                                    "(spec overrides), data and train, e.g. model.heads.n_kv_heads=2 train.lr=3e-3.")
-    p.add_argument("overrides", nargs="*", metavar="KEY=VALUE", help="e.g. model.d_model=256 data.corpus=kjv")
-    p.add_argument("-c", "--config", help="a config file, or a packaged config by name (tiny, demo, copy, ...)")
-    p.add_argument("--member", help="family member to train (see `tfamily members`)")
-    p.add_argument("--size", choices=("small", "paper", "auto"),
-                   help="the member's sizes and the batch: small (minutes on a CPU), paper (the paper's model), "
-                        "auto (default: small on a CPU, paper on CUDA); model.* and train.* settings win")
-    p.add_argument("--resume", metavar="DIR", help="continue the run (or checkpoint) in DIR exactly")
-    p.add_argument("--init-from", metavar="DIR",
-                   help="start from these weights: a Hugging Face directory or a tfamily run; its spec replaces the "
-                        "member's, model.* overrides change axes, the start line names new and dropped weights")
-    p.add_argument("--steps", type=int, help="stop after this many optimiser steps")
-    p.add_argument("--time", metavar="DUR",
-                   help="wall-clock budget for training plus its final evaluation, e.g. 5m, 90s, 1h")
-    p.add_argument("--out", metavar="DIR", help="run directory (default runs/train/<name>)")
-    p.add_argument("--precision", choices=PRECISIONS,
-                   help="autocast precision (auto: bf16 on CUDA, fp16 with loss scaling on GPUs without "
-                        "bf16 such as T4 and V100; on a bf16-native CPU the faster of fp32 and bf16, timed)")
-    p.add_argument("--device", help="auto, cpu, cuda or cuda:N")
-    p.add_argument("--compile", action="store_true", help="torch.compile the model's loss")
-    p.add_argument("--activation-checkpointing", action="store_true",
-                   help="recompute layer activations in backward to save memory")
-    p.add_argument("--seed", type=int)
-    renamed(p, "--steps", "--max-steps")
-    renamed(p, "--time", "--time-budget")
-    _common(p)
+    add_flags(p, commands.Train)
+    add_flags(p, Config, overrides=True)
     p.set_defaults(func=_train)
-
     p = sub.add_parser("eval", help="evaluate a checkpoint on held-out data")
-    p.add_argument("checkpoint", metavar="DIR", help="run directory or checkpoint directory")
-    p.add_argument("--split", default="val", choices=("val", "test"))
-    p.add_argument("--max-tokens", type=int, help="score at most this many tokens (default: the whole split)")
-    p.add_argument("--batch-size", type=int)
-    p.add_argument("--mem-len", type=int, help="memory models: evaluate with this memory length (longer than "
-                                               "in training works: Transformer-XL, section 3.2)")
-    p.add_argument("--precision", choices=PRECISIONS, default="auto",
-                   help="auto (default): the precision the run trained in, so the numbers match its own evaluation")
-    p.add_argument("--device", default="auto")
-    p.add_argument("--threads", type=int, metavar="N",
-                   help="torch threads (default: the count the run trained with)")
-    _common(p)
+    add_flags(p, commands.Eval)
     p.set_defaults(func=_eval)
-
     p = sub.add_parser("generate", help="sample text from a checkpoint")
-    p.add_argument("checkpoint", metavar="DIR", help="run directory or checkpoint directory")
-    p.add_argument("--prompt", action="append", metavar="TEXT",
-                   help="text to continue (default: a new line); repeat for a batch, printed when done")
-    p.add_argument("--tokens", type=int, default=500,
-                   help="how many tokens to generate (at most 1000000 per call; write longer text in parts)")
-    p.add_argument("--stop", action="append", default=[], metavar="STR",
-                   help="end a prompt's text where it reaches STR (left out); \\n, \\t and \\\\ are a newline, a "
-                        "tab and a backslash, as in --stop '\\n\\n'; repeatable")
-    p.add_argument("--temperature", type=float, default=0.8)
-    p.add_argument("--top-k", type=int)
-    p.add_argument("--top-p", type=float)
-    p.add_argument("--greedy", action="store_true", help="argmax decoding")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--device", default="auto")
-    p.add_argument("--threads", type=int, metavar="N",
-                   help="torch threads (default: the count the run trained with)")
-    p.add_argument("--debug", action="store_true", help=argparse.SUPPRESS)
+    add_flags(p, commands.Generate)
     p.set_defaults(func=_generate)
-
     p = sub.add_parser("demo", help="train a small character GPT on Tiny Shakespeare (~5 min on 2 cores), "
                                     "print validation bpc and a sample")
-    p.add_argument("overrides", nargs="*", metavar="KEY=VALUE", help="overrides of the demo config")
-    p.add_argument("-c", "--config", default="demo", help="config (default: demo, the packaged tfamily/configs/demo.yaml)")
-    p.add_argument("--time", metavar="DUR", default="5m",
-                   help="the whole demo's wall time, training plus evaluation and sample (default 5m)")
-    p.add_argument("--out", metavar="DIR", help="run directory (default runs/demo/<time>)")
-    renamed(p, "--time", "--time-budget")
-    p.add_argument("--sample-tokens", type=int, default=500)
-    p.add_argument("--seed", type=int, help="default: the config's (0)")
-    p.add_argument("--device", help="auto (default), cpu, cuda or cuda:N")
-    _common(p)
+    add_flags(p, commands.Demo)
     p.set_defaults(func=_demo)
 
 
@@ -203,11 +134,6 @@ def _train(args) -> int:
 
 def _eval(args) -> int:
     from .sample import evaluate_trained, load_trained
-    for flag in ("max_tokens", "batch_size", "threads"):
-        if getattr(args, flag) is not None and getattr(args, flag) < 1:
-            raise ValueError(f"--{flag.replace('_', '-')} must be >= 1, got {getattr(args, flag)}")
-    if args.mem_len is not None and args.mem_len < 0:
-        raise ValueError(f"--mem-len must be >= 0, got {args.mem_len}")
     check_data_dir(args.data_dir)
     tr = load_trained(args.checkpoint, args.device)
     result = evaluate_trained(tr, split=args.split, max_tokens=args.max_tokens, batch_size=args.batch_size,
@@ -236,8 +162,6 @@ def unescape(text: str) -> str:
 def _generate(args) -> int:
     from .sample import load_trained, sample_text, stream_text
     prompts = args.prompt or [""]
-    if args.threads is not None and args.threads < 1:
-        raise ValueError(f"--threads must be >= 1, got {args.threads}")
     tr = load_trained(args.checkpoint, args.device)
     kw = dict(temperature=args.temperature, top_k=args.top_k, top_p=args.top_p, greedy=args.greedy, seed=args.seed,
               stop=[unescape(s) for s in args.stop], threads=args.threads)

@@ -15,9 +15,9 @@ from datetime import datetime
 
 import torch
 
+from ..settings.run import parse_overrides
 from .config import load, parse_duration
 from .device import describe
-from .flags import flag_overrides
 from .loop import NonFiniteLoss, Trainer
 from .sample import Trained, sample_text
 
@@ -28,7 +28,9 @@ def run(args) -> int:
     t0 = time.perf_counter()
     total = parse_duration(args.time, "--time")
     out = args.out or f"runs/demo/{datetime.now():%Y%m%d-%H%M%S}"
-    overrides = {**flag_overrides(args), "train.out": out, "train.time_budget": total}
+    flags = {"train.seed": args.seed, "train.device": args.device}
+    overrides = {**parse_overrides(args.overrides), **{k: v for k, v in flags.items() if v is not None},
+                 "train.out": out, "train.time_budget": total}
     cfg = load(args.config, overrides, base={"size": "auto"})  # as `tfamily train`: small on a CPU
     trainer = Trainer(cfg, data_dir=args.data_dir)
     # The trainer keeps back time for the final evaluation itself (from the measured step

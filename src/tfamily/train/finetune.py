@@ -21,33 +21,7 @@ from __future__ import annotations
 from torch import nn
 
 from ..nn.lora import add_lora, is_adapter
-from ..numbers import check_int, check_number
-
-LORA = {"rank": 8, "alpha": 16.0, "targets": ["qkv_proj", "out_proj"]}  # Hu et al. 2021 adapt attention
-
-
-def check_settings(init_from, lora) -> None:
-    """``train.init_from`` and ``train.lora`` as a config holds them, or a one-line error."""
-    if init_from is not None and (not isinstance(init_from, str) or not init_from.strip()):
-        raise ValueError(f"train.init_from must be a directory path (a Hugging Face directory or a tfamily run), "
-                         f"got {init_from!r}")
-    if not isinstance(lora, dict):
-        raise ValueError(f"train.lora must be a mapping such as {{rank: 8}} (empty: no LoRA), got {lora!r}")
-    bad = sorted(set(lora) - set(LORA))
-    if bad:
-        raise ValueError(f"unknown train.lora key(s) {bad}; valid: {', '.join(LORA)}")
-    if not lora:
-        return
-    s = {**LORA, **lora}
-    check_int("train.lora.rank", s["rank"], 1, hint="e.g. train.lora.rank=8")
-    check_number("train.lora.alpha", s["alpha"], 0.0, lo_open=True, hint="e.g. train.lora.alpha=16")
-    t = s["targets"]
-    if isinstance(t, str):
-        t = [t]
-    if not isinstance(t, list) or not t or not all(isinstance(x, str) and x for x in t):
-        raise ValueError(f"train.lora.targets must be a list of linear layer names such as [qkv_proj, out_proj], "
-                         f"got {s['targets']!r}")
-
+from ..settings.run import LORA
 
 def lora_settings(lora: dict) -> dict | None:
     if not lora:

@@ -14,7 +14,7 @@ import torch
 from torch import Tensor, nn
 from torch.optim.lr_scheduler import LambdaLR
 
-from .config import OPTIMIZERS
+from ..settings.run import OPTIMIZERS
 
 
 def param_groups(model: nn.Module, weight_decay: float) -> list[dict]:

@@ -26,7 +26,7 @@ from ..registry import STATES
 from ..family import follow_depth
 from ..spec import Spec, merge
 from . import finetune, presets
-from .config import Config
+from ..settings.run import Config
 
 _MISSING = object()
 

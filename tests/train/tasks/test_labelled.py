@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from tfamily.data import ByteVocab
-from tfamily.train.config import DataConfig
+from tfamily.settings.run import DataConfig
 from tfamily.train.tasks import make_task
 from tfamily.train.tasks.labelled import is_labelled
 

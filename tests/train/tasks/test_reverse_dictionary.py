@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from tfamily.data.paths import DataNotFoundError
-from tfamily.train.config import DataConfig
+from tfamily.settings.run import DataConfig
 from tfamily.train.tasks import make_task
 from tfamily.train.tasks.reverse_dictionary import ReverseDictionaryTask
 

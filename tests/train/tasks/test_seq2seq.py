@@ -8,7 +8,8 @@ import torch
 
 from tfamily.data import make_task
 from tfamily.train import loop
-from tfamily.train.config import DataConfig, load
+from tfamily.settings.run import DataConfig
+from tfamily.train.config import load
 from tfamily.train.tasks.seq2seq import PairTask, pairs_batch, to_pair
 
 

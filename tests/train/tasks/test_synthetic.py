@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import torch
 
-from tfamily.train.config import DataConfig
+from tfamily.settings.run import DataConfig
 from tfamily.train.tasks.synthetic import EVAL_INDEX, SyntheticTask, generator
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from tfamily.train.config import DataConfig
+from tfamily.settings.run import DataConfig
 from tfamily.train.task import Task
 from tfamily.train.tasks import make_task
 from tfamily.train.tasks.text import TextTask

@@ -2,7 +2,7 @@
 ``make_task``, which picks one from a ``data`` config."""
 from __future__ import annotations
 
-from ..config import DataConfig
+from ...settings.run import DataConfig
 from ..task import Task
 from . import labelled
 from .reverse_dictionary import NAME as REVERSE_DICTIONARY

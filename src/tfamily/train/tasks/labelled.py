@@ -20,7 +20,7 @@ import torch
 from ...data import ByteVocab, CharVocab
 from ...data.tokenizer import TokenizerVocab
 from ...textload import read_csv, read_jsonl
-from ..config import DataConfig
+from ...settings.run import DataConfig
 from .classify import ClassifyTask, Examples
 
 SUFFIXES = (".csv", ".jsonl")

@@ -20,7 +20,7 @@ import torch
 
 from ...data.gcide import ALPHABET, Pair, load_reverse_dictionary
 from ...data.vocab import CharVocab
-from ..config import DataConfig
+from ...settings.run import DataConfig
 from ..task import step_position
 from .seq2seq import pairs_batch
 from .synthetic import generator

@@ -15,7 +15,7 @@ from collections.abc import Iterator
 
 import torch
 
-from ..config import DataConfig
+from ...settings.run import DataConfig
 from .synthetic import SyntheticTask
 
 

@@ -14,7 +14,7 @@ import numpy as np
 import torch
 
 from ...data import make_task
-from ..config import DataConfig
+from ...settings.run import DataConfig
 from ..task import step_position
 
 

@@ -13,7 +13,7 @@ from collections.abc import Iterator
 
 from ...data import EvalBatches, RandomWindows, StreamBatches, load_corpus
 from ...data.subword import bits_per_char
-from ..config import DataConfig
+from ...settings.run import DataConfig
 
 
 class TextTask:

@@ -1,0 +1,84 @@
+"""The own settings of `tfamily train`, `eval`, `generate` and `demo` (a run's settings are
+``run.Config``; `train` adds its flagged fields, ``--steps`` and the rest, as overrides)."""
+from __future__ import annotations
+
+import argparse
+from dataclasses import dataclass
+
+from .run import PRECISIONS
+from .schema import setting
+
+DATA_DIR = "data directory (else $TFAMILY_DATA, else the user cache)"
+JSON = "print one JSON object with the results last"
+DEBUG = "show tracebacks instead of one-line errors"
+THREADS = "torch threads (default: the count the run trained with)"
+
+
+@dataclass
+class Train:
+    """`tfamily train`: where the run's settings come from."""
+    overrides: list[str] = setting([], positional="KEY=VALUE", help="e.g. model.d_model=256 data.corpus=kjv")
+    config: str | None = setting(None, flag=("-c", "--config"),
+                                 help="a config file, or a packaged config by name (tiny, demo, copy, ...)")
+    resume: str | None = setting(None, flag=True, metavar="DIR", help="continue the run (or checkpoint) in DIR exactly")
+    data_dir: str | None = setting(None, flag=True, metavar="DIR", help=DATA_DIR)
+    json: bool = setting(False, flag=True, help=JSON)
+    debug: bool = setting(False, flag=True, help=DEBUG)
+
+
+@dataclass
+class Eval:
+    """`tfamily eval DIR`."""
+    checkpoint: str = setting(None, positional="DIR", help="run directory or checkpoint directory")
+    split: str = setting("val", flag=True, choices=("val", "test"))
+    max_tokens: int | None = setting(None, flag=True, lo=1, help="score at most this many tokens (default: the whole split)")
+    batch_size: int | None = setting(None, flag=True, lo=1)
+    mem_len: int | None = setting(None, flag=True, lo=0, help="memory models: evaluate with this memory length "
+                                                             "(longer than in training works: Transformer-XL, section 3.2)")
+    precision: str = setting("auto", flag=True, choices=PRECISIONS, help="auto (default): the precision the run "
+                             "trained in, so the numbers match its own evaluation")
+    device: str = setting("auto", flag=True)
+    threads: int | None = setting(None, flag=True, lo=1, metavar="N", help=THREADS)
+    data_dir: str | None = setting(None, flag=True, metavar="DIR", help=DATA_DIR)
+    json: bool = setting(False, flag=True, help=JSON)
+    debug: bool = setting(False, flag=True, help=DEBUG)
+
+
+@dataclass
+class Generate:
+    """`tfamily generate DIR`."""
+    checkpoint: str = setting(None, positional="DIR", help="run directory or checkpoint directory")
+    prompt: list[str] | None = setting(None, flag=True, repeat=True, metavar="TEXT",
+                                       help="text to continue (default: a new line); repeat for a batch, printed "
+                                            "when done")
+    tokens: int = setting(500, flag=True, help="how many tokens to generate (at most 1000000 per call; write longer "
+                                               "text in parts)")
+    stop: list[str] = setting([], flag=True, repeat=True, metavar="STR",
+                              help="end a prompt's text where it reaches STR (left out); \\n, \\t and \\\\ are a "
+                                   "newline, a tab and a backslash, as in --stop '\\n\\n'; repeatable")
+    # checked by train/sample.py, as when the library is called
+    temperature: float = setting(0.8, flag=True, check=False)
+    top_k: int | None = setting(None, flag=True, check=False)
+    top_p: float | None = setting(None, flag=True, check=False)
+    greedy: bool = setting(False, flag=True, help="argmax decoding")
+    seed: int = setting(0, flag=True)
+    device: str = setting("auto", flag=True)
+    threads: int | None = setting(None, flag=True, lo=1, metavar="N", help=THREADS)
+    debug: bool = setting(False, flag=True, help=argparse.SUPPRESS)
+
+
+@dataclass
+class Demo:
+    """`tfamily demo`."""
+    overrides: list[str] = setting([], positional="KEY=VALUE", help="overrides of the demo config")
+    config: str = setting("demo", flag=("-c", "--config"),
+                          help="config (default: demo, the packaged tfamily/configs/demo.yaml)")
+    time: str = setting("5m", flag=True, old=("--time-budget",), metavar="DUR",
+                        help="the whole demo's wall time, training plus evaluation and sample (default 5m)")
+    out: str | None = setting(None, flag=True, metavar="DIR", help="run directory (default runs/demo/<time>)")
+    sample_tokens: int = setting(500, flag=True)
+    seed: int | None = setting(None, flag=True, help="default: the config's (0)")
+    device: str | None = setting(None, flag=True, help="auto (default), cpu, cuda or cuda:N")
+    data_dir: str | None = setting(None, flag=True, metavar="DIR", help=DATA_DIR)
+    json: bool = setting(False, flag=True, help=JSON)
+    debug: bool = setting(False, flag=True, help=DEBUG)
