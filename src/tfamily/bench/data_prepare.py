@@ -180,7 +180,7 @@ def run(args) -> int:
     row(row="bpe train + prepare", vocab=f"bpe:{args.bpe_size}", source="text", mb=round(bpe_mb, 1),
         seconds=round(time.perf_counter() - start, 3))
     tok = work / "tokenizer.json"
-    from ..data.prepared import read_manifest
+    from ..data.manifest import read_manifest
     tok.write_text(read_manifest(work / "prep-bpe-train")["vocab"]["json"])
     seconds = _prepare(bpe_text, str(tok), work / "prep-bpe")
     slow, fast = _encode_batch(bpe_text, tok)

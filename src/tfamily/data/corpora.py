@@ -32,7 +32,6 @@ import json
 import os
 import urllib.error
 import zlib
-from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
 
@@ -40,6 +39,7 @@ import numpy as np
 import torch
 
 from . import subword
+from .corpus import Corpus
 from .download import ChecksumError, md5_file, verify_file
 from .download import download as download_dataset
 from .paths import DataNotFoundError, find_file
@@ -74,39 +74,6 @@ CORPORA: dict[str, CorpusSpec] = {
     "text8": CorpusSpec("text8", (90_000_000, 5_000_000, 5_000_000), "byte"),
 }
 _PATH_SPLIT = (0.9, 0.05, 0.05)
-
-
-@dataclass(frozen=True, eq=False)
-class Corpus:
-    """A tokenised corpus. Splits are 1-D views of one tensor (shape (n,))."""
-
-    name: str
-    vocab: ByteVocab | CharVocab
-    train: torch.Tensor
-    val: torch.Tensor
-    test: torch.Tensor
-    path: Path | None = None
-    counts: tuple | None = None  # subword vocabularies: characters per token, per split (train, val, test)
-
-    def split(self, which: str) -> torch.Tensor:
-        """The split called `which`: 'train', 'val' (or 'valid'), 'test'."""
-        table = {"train": self.train, "val": self.val, "valid": self.val, "test": self.test}
-        if which not in table:
-            raise ValueError(f"unknown split {which!r}; choose one of 'train', 'val', 'test'")
-        return table[which]
-
-    def chars(self, which: str) -> torch.Tensor | None:
-        """Characters per token of split ``which`` (None: one per token, a byte or character vocabulary)."""
-        self.split(which)
-        if self.counts is None:
-            return None
-        return dict(zip(("train", "val", "test"), self.counts)).get("val" if which == "valid" else which)
-
-    def __repr__(self) -> str:
-        return (
-            f"Corpus({self.name!r}, vocab={self.vocab!r}, train={len(self.train):,}, "
-            f"val={len(self.val):,}, test={len(self.test):,})"
-        )
 
 
 _CACHE: dict[tuple, Corpus] = {}

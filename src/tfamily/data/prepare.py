@@ -52,12 +52,10 @@ from .. import __version__
 from ..files import write_atomic
 from . import readers, subword
 from .batching import _splitmix64
+from .manifest import FORMAT, FORMAT_VERSION, MANIFEST, SPLITS, read_manifest, token_dtype
 from .tokenizer import TokenizerVocab, read_tokenizer
 from .vocab import ByteVocab, CharVocab
 
-SPLITS = ("train", "val", "test")
-MANIFEST = "manifest.json"
-FORMAT, FORMAT_VERSION = "tfamily-prepared-corpus", 1
 _SAMPLE_SALT = 0x5A4D91E3
 
 
@@ -94,11 +92,6 @@ def split_of(seed: int, index: int, val: float, test: float) -> int:
     """0 (train), 1 (val) or 2 (test) for document ``index``: a pure function of (seed, index)."""
     u = _splitmix64(_splitmix64(seed) ^ index) / 2.0**64
     return 1 if u < val else 2 if u < val + test else 0
-
-
-def token_dtype(size: int) -> np.dtype:
-    """The smallest unsigned dtype that holds ids 0..size-1."""
-    return np.dtype(np.uint8 if size <= 1 << 8 else np.uint16 if size <= 1 << 16 else np.uint32)
 
 
 # -- the plan: sources, splits, output ----------------------------------------------------------
@@ -172,7 +165,6 @@ def _lent_vocab(spec: str):
     """The vocabulary of a prepared folder, a folder with a tokenizer.json, or a tokenizer.json file."""
     p = Path(spec).expanduser()
     if p.is_dir() and (p / MANIFEST).is_file():
-        from .prepared import read_manifest
         from .vocab import vocab_from_json
         return vocab_from_json(read_manifest(p)["vocab"])
     if p.is_dir() and (p / "tokenizer.json").is_file():
@@ -331,7 +323,6 @@ def _already_prepared(plan: _Plan, record: dict) -> bool:
     if not (out / MANIFEST).is_file():
         raise ValueError(f"--out {out} is not empty and holds no prepared corpus; pick another --out (nothing there "
                          f"is replaced)")
-    from .prepared import read_manifest
     old = read_manifest(out)
     same_sources = [(s.get("path"), s.get("bytes"), s.get("mtime_ns")) for s in old.get("sources", [])] == [
         (str(s.path.resolve()), s.size, s.path.stat().st_mtime_ns) for s in plan.sources]
@@ -377,8 +368,10 @@ def _write(plan: _Plan, vocab) -> tuple[dict, dict | None]:
     entries = {sh.name: sh.close() for sh in shards}
     for sh in shards:
         if sh.tokens < 2:
-            kind = "its bytes are" if plan.by_position else f"{sum(x.docs for x in shards):,} documents were"
-            raise ValueError(f"the {sh.name} split has {sh.tokens} tokens ({kind} split {1 - s.val - s.test:g} / "
+            n = sum(x.docs for x in shards)
+            kind = "its bytes are" if plan.by_position else f"{n:,} document{'s were' if n != 1 else ' was'}"
+            full = {"train": "training", "val": "validation"}.get(sh.name, sh.name)
+            raise ValueError(f"the {full} split has {sh.tokens} tokens ({kind} split {1 - s.val - s.test:g} / "
                              f"{s.val:g} / {s.test:g} by --val and --test); pass more text, raise --val / --test, "
                              f"or try another --seed")
     join = None if plan.by_position else {"text": join_text, "ids": join_ids.tolist(), "chars": 1}

@@ -21,51 +21,10 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from ..textload import number, read_json, require
 from . import subword
-from .prepare import FORMAT, FORMAT_VERSION, MANIFEST, SPLITS, token_dtype
-from .tokenizer import TOKENIZER_BYTES
+from .manifest import _PREPARE, MANIFEST, SPLITS, read_manifest, token_dtype
+from .corpus import Corpus
 from .vocab import vocab_from_json
-
-_PREPARE = "tfamily data prepare SRC --vocab VOCAB --out DIR"
-
-
-def is_prepared(path: Path) -> bool:
-    return path.is_dir() and (path / MANIFEST).is_file()
-
-
-def read_manifest(folder: str | Path) -> dict:
-    """The manifest of a prepared folder, its format and fields checked; one line naming the fix otherwise."""
-    folder = Path(folder)
-    path = folder / MANIFEST
-    if not folder.is_dir():
-        raise FileNotFoundError(f"prepared corpus {folder} does not exist; write it with `{_PREPARE}`")
-    if not path.is_file():
-        raise ValueError(f"{folder} is a folder without a {MANIFEST}, not a prepared corpus; prepare it once "
-                         f"with `tfamily data prepare {folder} --vocab byte --out {folder}-prepared` (or bpe:N, "
-                         f"char) and set data.corpus={folder}-prepared")
-    fix = f"prepare it again (`{_PREPARE} --force`)"
-    m = read_json(path, dict, TOKENIZER_BYTES + (1 << 20))
-    if m.get("format") != FORMAT:
-        raise ValueError(f"{path} is not a prepared corpus's manifest (format {m.get('format')!r}); {fix}")
-    version = require(m, "format_version", int, str(path), fix=fix)
-    if version > FORMAT_VERSION:
-        raise ValueError(f"{path} has format_version {version}, newer than this tfamily reads ({FORMAT_VERSION}; "
-                         f"written by tfamily {m.get('tfamily')}); upgrade tfamily (pip install -U tfamily) or "
-                         f"prepare the corpus again with this one")
-    require(m, "vocab", dict, str(path), fix=fix)
-    require(m, "tokenizer", str, str(path), fix=fix)
-    splits = require(m, "splits", dict, str(path), fix=fix)
-    for name in SPLITS:
-        entry = require(splits, name, (dict, type(None)), f"{path} splits", fix=fix)
-        if entry is None and name != "test":
-            raise ValueError(f"{path} has no {name} split; {fix}")
-        if entry is not None:
-            require(entry, "file", str, f"{path} split {name}", fix=fix)
-            for key in ("tokens", "chars"):
-                if number(entry, key, f"{path} split {name}", fix=fix) < 0:
-                    raise ValueError(f"{path} split {name} has {key}={entry[key]}; {fix}")
-    return m
 
 
 def _check_vocab(folder: Path, m: dict, vocab) -> object:
@@ -106,7 +65,6 @@ def load_prepared(folder: str | Path, vocab=None, verify: bool = False):
     """The prepared corpus in ``folder`` as a ``Corpus`` of memory-mapped splits (test = validation when
     it was prepared with ``--test 0``). ``vocab``: data.vocab or a checkpoint's vocabulary, which must
     be the folder's. ``verify``: compare every shard's SHA-256 with the manifest first."""
-    from .corpora import Corpus
     folder = Path(folder)
     m = read_manifest(folder)
     vocab_obj = _check_vocab(folder, m, vocab)
