@@ -24,25 +24,15 @@ def add_parser(sub) -> None:
 
 
 def _declare_prepare(p) -> None:
-    """The options, one per field of ``PrepareSettings`` (their one declaration)."""
-    from .prepare import PrepareSettings
-    for f in dataclasses.fields(PrepareSettings):
-        helptext = f.metadata["help"]
-        if f.name == "sources":
-            p.add_argument("sources", nargs="+", metavar=f.metadata["metavar"], help=helptext)
-        elif f.type in ("bool", bool):
-            flag = f"--{'no-' if f.default else ''}{f.name.replace('_', '-')}"
-            p.add_argument(flag, dest=f.name, action="store_false" if f.default else "store_true", help=helptext)
-        else:
-            kind = {"str": str, "float": float, "int": int}[str(f.type)]
-            required = f.default is dataclasses.MISSING
-            p.add_argument(f"--{f.name.replace('_', '-')}", dest=f.name, type=kind, required=required,
-                           default=None if required else f.default, help=helptext)
+    from ..settings.data import PrepareSettings
+    from ..settings.schema import add_flags
+    add_flags(p, PrepareSettings)
     p.set_defaults(func=_prepare)
 
 
 def _prepare(args) -> int:
-    from .prepare import PrepareSettings, prepare
+    from ..settings.data import PrepareSettings
+    from .prepare import prepare
     names = [f.name for f in dataclasses.fields(PrepareSettings)]
     settings = PrepareSettings(**{n: getattr(args, n) for n in names})
     start = time.perf_counter()

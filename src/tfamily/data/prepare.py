@@ -43,7 +43,7 @@ import os
 import shutil
 import sys
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -51,41 +51,13 @@ import numpy as np
 from .. import __version__
 from ..files import write_atomic
 from . import readers, subword
+from ..settings.data import PrepareSettings
 from .batching import _splitmix64
 from .manifest import FORMAT, FORMAT_VERSION, MANIFEST, SPLITS, read_manifest, token_dtype
 from .tokenizer import TokenizerVocab, read_tokenizer
 from .vocab import ByteVocab, CharVocab
 
 _SAMPLE_SALT = 0x5A4D91E3
-
-
-@dataclass(frozen=True)
-class PrepareSettings:
-    """The settings of ``tfamily data prepare`` (data/cli.py declares its options from these fields)."""
-    sources: list = field(metadata={"help": "text files, folders, globs, or JSONL / CSV / Parquet files",
-                                    "metavar": "SRC"})
-    vocab: str = field(metadata={"help": "byte, char, bpe:N (a byte-level BPE of N tokens trained here), or a "
-                                         "folder with a tokenizer.json or a prepared corpus"})
-    out: str = field(metadata={"help": "the folder to write (shards and manifest.json)"})
-    column: str = field(default="text", metadata={"help": "the text column of JSONL / CSV / Parquet sources"})
-    val: float = field(default=0.05, metadata={"help": "share of documents for validation"})
-    test: float = field(default=0.05, metadata={"help": "share of documents for test (0: test is validation)"})
-    seed: int = field(default=0, metadata={"help": "seed of the split and of the BPE sample"})
-    bpe_sample_mb: float = field(default=256.0, metadata={"help": "MB of training text the BPE is trained on"})
-    force: bool = field(default=False, metadata={"help": "replace an --out folder prepared with other settings"})
-    progress: bool = field(default=True, metadata={"help": "hide the progress bar (MB/s and time left)"})
-
-    def check(self) -> None:
-        from ..numbers import check_int, check_number
-        check_number("--val", self.val, 0, 1, lo_open=True, hi_open=True)
-        check_number("--test", self.test, 0, 1, hi_open=True)
-        if self.val + self.test >= 1:
-            raise ValueError(f"--val {self.val} and --test {self.test} leave no training text; keep their sum "
-                             f"below 1 (e.g. --val 0.05 --test 0.05)")
-        check_int("--seed", self.seed, 0)
-        check_number("--bpe-sample-mb", self.bpe_sample_mb, 0, lo_open=True)
-        if not isinstance(self.column, str) or not self.column:
-            raise ValueError(f"--column {self.column!r} is empty; name the text column, e.g. --column text")
 
 
 def split_of(seed: int, index: int, val: float, test: float) -> int:
