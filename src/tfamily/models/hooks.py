@@ -15,6 +15,15 @@ from typing import Protocol, runtime_checkable
 from torch import Tensor, nn
 
 
+class Model(Protocol):
+    """What a model kind builds (``registry.MODELS``, assembled from a spec in ``build.py``): the
+    ``objective`` it trains and the ``loss(batch) -> (loss, metrics)`` the loop calls (``ForwardsHooks``)."""
+
+    objective: nn.Module
+
+    def loss(self, batch: dict) -> tuple[Tensor, dict]: ...
+
+
 @runtime_checkable
 class AuxLoss(Protocol):
     def aux_loss(self) -> Tensor:
