@@ -11,10 +11,10 @@ from .schema import check, setting
 class PrepareSettings:
     sources: list[str] = setting([], positional="SRC", nargs="+",
                                  help="text files, folders, globs, or JSONL / CSV / Parquet files")
-    vocab: str = setting(None, flag=True, required=True, check=False,
+    vocab: str | None = setting(None, flag=True, check=False,
                          help="byte, char, bpe:N (a byte-level BPE of N tokens trained here), or a folder with a "
                               "tokenizer.json or a prepared corpus")
-    out: str = setting(None, flag=True, required=True, help="the folder to write (shards and manifest.json)")
+    out: str | None = setting(None, flag=True, check=False, help="the folder to write (shards and manifest.json)")
     column: str = setting("text", flag=True, help="the text column of JSONL / CSV / Parquet sources")
     val: float = setting(0.05, flag=True, lo=0, lo_open=True, hi=1, help="share of documents for validation")
     test: float = setting(0.05, flag=True, lo=0, hi=1, help="share of documents for test (0: test is validation)")
@@ -26,6 +26,9 @@ class PrepareSettings:
 
     def check(self) -> None:
         """Each value by its declaration, then what spans two: the held-out shares leave training text."""
+        for flag, value, example in (("--vocab", self.vocab, "--vocab bpe:4096"), ("--out", self.out, "--out DIR")):
+            if not isinstance(value, str) or not value:
+                raise ValueError(f"{flag} is required ({example}); see `tfamily data prepare --help`")
         check(self, name=lambda f, key: f"--{key.replace('_', '-')}" if f.name != "sources" else "SRC")
         if self.val + self.test >= 1:
             raise ValueError(f"--val {self.val} and --test {self.test} leave no training text; keep their sum "
