@@ -12,7 +12,7 @@ $(STAMP): pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	# torch first and pinned: an unpinned torch pulls several GB of CUDA wheels.
 	$(BIN)/pip install -q torch==2.13.0 -c constraints.txt
-	$(BIN)/pip install -q -c constraints.txt -e '.[test,peers,docs,export]'
+	$(BIN)/pip install -q -c constraints.txt -e '.[test,peers,docs,export,data]'
 	# the compiled CPU kernels, once per machine (falls back to PyTorch with a note if it cannot)
 	$(BIN)/python -c 'from tfamily.nn.kernels.native import main; main()'
 	touch $(STAMP)
