@@ -184,7 +184,7 @@ def make_spec(cfg: Config, vocab_size: int, seq_len: int, n_classes: int | None 
                       else ("model.vocab_size", "drop the override or raise it"))
         raise ValueError(f"{where}={d['vocab_size']!r} is smaller than the data's vocabulary ({vocab_size}); {fix}")
     spec = Spec.from_dict(d)
-    if spec.position.name == "learned" and spec.position.max_len < seq_len:
+    if 0 < spec.position.table_len < seq_len:  # a learned table of max_len rows caps the length
         raise ValueError(f"model.position.max_len={spec.position.max_len} is shorter than the sequence length "
                          f"{seq_len}; set model.position.max_len >= {seq_len} or lower data.seq_len")
     return spec, scaled
