@@ -34,6 +34,7 @@ ROWS = [
     R(f"data prepare {{d}}/emptydir --vocab byte {OUT}", ["emptydir", "holds no files"]),
     R(f"data prepare {{d}}/one.jsonl --vocab byte {OUT}", ["validation split has 0 tokens", "raise --val"]),
     # -- data prepare: settings ----------------------------------------------------------------
+    R(f"data prepare {{d}}/play.txt {OUT}", ["--vocab is required", "--vocab bpe:4096"]),
     R(f"data prepare {{d}}/play.txt --vocab bpe:10 {OUT}", ["bpe:10", "[257, 1048576]", "bpe:1024"]),
     R(f"data prepare {{d}}/play.txt --vocab words {OUT}", ["'words'", "byte, char, bpe:N"]),
     R(f"data prepare {{d}}/play.txt --vocab {{d}}/emptydir {OUT}", ["emptydir", "no tokenizer.json"]),

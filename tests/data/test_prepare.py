@@ -111,6 +111,22 @@ def test_the_bpe_is_trained_on_a_sample_of_the_size_asked(files, tmp_path):
     assert 5_000 < m["bpe_sample_chars"] < 10_000 + 2_000 < m["splits"]["train"]["chars"]
 
 
+def test_a_large_file_cut_by_position_samples_its_bpe_from_pieces(files, tmp_path, monkeypatch):
+    d, _ = files
+    monkeypatch.setattr(prep.readers, "BLOCK", 2000)
+    _, m = _prep(tmp_path / "p", [d / "play.txt"], "bpe:280", bpe_sample_mb=0.01)
+    assert 5_000 < m["bpe_sample_chars"] < 10_000 + 2_000 < m["splits"]["train"]["chars"]
+
+
+def test_tinyshakespeare_prepared_with_its_own_split_is_the_named_corpus(tmp_path):
+    """--test 0: validation takes the rest of the file and test is validation, as for the named corpus."""
+    from tfamily.data.paths import find_file
+    folder, m = _prep(tmp_path / "p", [find_file("tinyshakespeare.txt")], "byte", val=0.1, test=0)
+    ours, named = load_corpus(folder), load_corpus("tinyshakespeare", vocab="byte")
+    assert m["splits"]["test"] is None and ours.split("test") is ours.split("val")
+    assert all(torch.equal(ours.split(s), named.split(s)) for s in ("train", "val"))
+
+
 def test_a_lent_tokenizer_joins_documents_with_its_end_of_text(files, tmp_path):
     from tokenizers import Tokenizer, models, pre_tokenizers
     d, docs = files

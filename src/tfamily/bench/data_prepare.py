@@ -18,25 +18,34 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
+
+from ..settings.schema import add_flags, setting
 
 FIELDS = ["row", "vocab", "source", "mb", "seconds", "mb_per_s", "baseline", "baseline_mb_per_s", "ratio",
           "rss_anon_peak_mb", "first_step_s", "steps", "load_1min", "cpu", "cores"]
 
 
+@dataclass
+class Settings:
+    """`tfamily bench data-prepare`."""
+    work: str = setting(str(Path(tempfile.gettempdir()) / "tfamily-bench-data"), flag=True,
+                        help="where the generated corpora and prepared folders go (never the repository)")
+    text_mb: int = setting(400, flag=True, help="MB of plain text for the byte and char rows")
+    bpe_mb: int = setting(100, flag=True, help="MB of plain text for the BPE row")
+    bpe_size: int = setting(4096, flag=True)
+    reader_mb: int = setting(50, flag=True, help="MB of documents as JSONL, CSV and Parquet")
+    train_mb: list[int] = setting([100, 2000], flag=True, nargs="*", help="sizes (MB) of the prepared BPE corpora "
+                                  "`tfamily train` runs on; none: skip the train rows")
+    steps: int = setting(1000, flag=True, help="training steps of each train row")
+    data_dir: str | None = setting(None, flag=True)
+    out: str = setting("runs/bench/data_prepare", flag=True, help="directory for data_prepare.json/.csv/.png")
+    json: bool = setting(False, flag=True, help="print the rows as a JSON list")
+
+
 def add_args(p) -> None:
-    p.add_argument("--work", default=str(Path(tempfile.gettempdir()) / "tfamily-bench-data"),
-                   help="where the generated corpora and prepared folders go (never the repository)")
-    p.add_argument("--text-mb", type=int, default=400, help="MB of plain text for the byte and char rows")
-    p.add_argument("--bpe-mb", type=int, default=100, help="MB of plain text for the BPE row")
-    p.add_argument("--bpe-size", type=int, default=4096)
-    p.add_argument("--reader-mb", type=int, default=50, help="MB of documents as JSONL, CSV and Parquet")
-    p.add_argument("--train-mb", type=int, nargs="*", default=[100, 2000],
-                   help="sizes (MB) of the prepared BPE corpora `tfamily train` runs on; none: skip the train rows")
-    p.add_argument("--steps", type=int, default=1000, help="training steps of each train row")
-    p.add_argument("--data-dir", default=None)
-    p.add_argument("--out", default="runs/bench/data_prepare", help="directory for data_prepare.json/.csv/.png")
-    p.add_argument("--json", action="store_true", help="print the rows as a JSON list")
+    add_flags(p, Settings)
 
 
 def _paragraphs(data_dir) -> list[str]:
@@ -134,6 +143,7 @@ def _train(corpus: Path, run: Path, steps: int) -> tuple[float, float]:
     argv = [sys.executable, "-m", "tfamily.cli", "train", "member=gpt", "model.d_model=64", "model.heads.n_heads=2",
             "model.depth.n_layers=2", "model.position.max_len=128", "data.seq_len=128", "train.batch_size=8",
             "train.eval_tokens=4096", "train.progress=false", "train.tensorboard=false", "train.log_every=1",
+            "train.threads=2", "train.precision=fp32",  # no calibration or precision probe in the timed start
             f"data.corpus={corpus}", "--steps", str(steps), "--out", str(run)]
     start = time.perf_counter()
     child = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)

@@ -95,9 +95,9 @@ def _position_ranges(src: readers.Source, val: float, test: float) -> list[tuple
                 f.seek(b)
                 tail = f.read(4)
             bounds.append(b)
-    bounds.append(n)
-    ranges = [(0, bounds[0], bounds[1]), (1, bounds[1], bounds[2])]
-    return ranges + ([(2, bounds[2], bounds[3])] if test > 0 else [])
+    if test == 0:  # two parts: validation takes the rest, as the in-memory (train, val) split does
+        return [(0, bounds[0], bounds[1]), (1, bounds[1], n)]
+    return [(0, bounds[0], bounds[1]), (1, bounds[1], bounds[2]), (2, bounds[2], n)]
 
 
 def documents(plan: _Plan, bar=None):
@@ -190,10 +190,10 @@ def _bpe_vocab(plan: _Plan, size: int) -> tuple[TokenizerVocab, int]:
     parts, n, index, keep = [], 0, -1, True
     with _bar(plan, "BPE sample") as bar:
         for split, piece, first in documents(plan, bar):
-            if first:
+            if first or plan.by_position:  # drawn by document; a file cut by position, by piece (~8 MB)
                 index += 1
                 keep = share >= 1 or _splitmix64(_splitmix64(s.seed ^ _SAMPLE_SALT) ^ index) / 2.0**64 < share
-                if split == 0 and keep and parts and not plan.by_position:
+                if first and split == 0 and keep and parts and not plan.by_position:
                     parts.append("\n")
             if split == 0 and keep and n < budget:
                 text = _text(piece)
@@ -201,6 +201,11 @@ def _bpe_vocab(plan: _Plan, size: int) -> tuple[TokenizerVocab, int]:
                 n += len(text)
             if n >= budget:
                 break
+    if not parts and share < 1:  # the draw took nothing (a few large pieces): the first training text instead
+        for split, piece, _ in documents(plan):
+            if split == 0 and n < budget:
+                parts.append(_text(piece))
+                n += len(parts[-1])
     text = "".join(parts)
     if not text:
         raise ValueError("the training split has no text to train the BPE on; pass sources with some text")
@@ -345,7 +350,8 @@ def _write(plan: _Plan, vocab) -> tuple[dict, dict | None]:
             full = {"train": "training", "val": "validation"}.get(sh.name, sh.name)
             raise ValueError(f"the {full} split has {sh.tokens} tokens ({kind} split {1 - s.val - s.test:g} / "
                              f"{s.val:g} / {s.test:g} by --val and --test); pass more text, raise --val / --test, "
-                             f"or try another --seed")
+                             f"or try another --seed" + (" (one gzip file is one document: decompress it to have it "
+                             "cut by position)" if len(plan.sources) == 1 and plan.sources[0].kind == "gzip" else ""))
     join = None if plan.by_position else {"text": join_text, "ids": join_ids.tolist(), "chars": 1}
     return entries | ({} if s.test > 0 else {"test": None}), join
 
