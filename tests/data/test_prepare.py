@@ -199,3 +199,24 @@ def test_a_character_only_in_held_out_text_is_refused_by_name(tmp_path):
     folder, m = _prep(tmp_path / "p", [tmp_path / "src"], "byte", val=0.2, test=0.2)
     assert m["splits"]["train"]["documents"] + m["splits"]["val"]["documents"] + m["splits"]["test"]["documents"] == 40
     assert np.asarray(load_corpus(folder).split("val")).dtype == np.uint8
+
+
+@pytest.mark.parametrize("kind", ["jsonl", "txt"])
+def test_characters_of_every_utf8_length_decode_back_to_the_documents(tmp_path, kind):
+    """The character ids of mostly-ASCII pieces come from their bytes (multi-byte characters decoded in
+    numpy): the same as CharVocab.encode of the text, for 1- to 4-byte characters."""
+    rng = random.Random(0)
+    docs = ["".join(rng.choice("abc déf ŋ€ 𝄞 日本\n") for _ in range(rng.randint(50, 400))) for _ in range(60)]
+    if kind == "jsonl":
+        (tmp_path / "s.jsonl").write_text("".join(json.dumps({"text": t}) + "\n" for t in docs))
+    else:
+        (tmp_path / "s").mkdir()
+        for i, t in enumerate(docs):
+            (tmp_path / "s" / f"{i:02d}.txt").write_text(t)
+    folder, m = _prep(tmp_path / "p", [tmp_path / ("s.jsonl" if kind == "jsonl" else "s")], "char", val=0.2, test=0.2)
+    corpus = load_corpus(folder)
+    for k, name in enumerate(("train", "val", "test")):
+        text = "\n".join(t for i, t in enumerate(docs) if split_of(0, i, 0.2, 0.2) == k)
+        assert torch.equal(corpus.split(name).long(), corpus.vocab.encode(text)), name
+    byte, _ = _prep(tmp_path / "b", [tmp_path / ("s.jsonl" if kind == "jsonl" else "s")], "byte", val=0.2, test=0.2)
+    assert json.loads((byte / "manifest.json").read_text())["splits"]["val"]["chars"] == m["splits"]["val"]["chars"]

@@ -331,18 +331,20 @@ def _write(plan: _Plan, vocab) -> tuple[dict, dict | None]:
     shards = [Shard(plan.partial, name, dtype, chars=subwords and name != "train") for name in names]
     join_ids, join_text = joiner(vocab)
     encoder = (BpeEncoder if subwords else TableEncoder)(vocab, shards, join_ids)
-    with _bar(plan, "encoding") as bar:
-        for split, piece, first in documents(plan, bar):
-            shard = shards[split]
-            if first:
-                if not piece:
-                    continue  # an empty document: no join either
-                encoder.feed(split, piece, True, shard.docs > 0 and not plan.by_position)
-                shard.docs += 1
-            elif piece:
-                encoder.feed(split, piece, False, False)
-        encoder.flush()
-    entries = {sh.name: sh.close() for sh in shards}
+    try:
+        with _bar(plan, "encoding") as bar:
+            for split, piece, first in documents(plan, bar):
+                shard = shards[split]
+                if first:
+                    if not piece:
+                        continue  # an empty document: no join either
+                    encoder.feed(split, piece, True, shard.docs > 0 and not plan.by_position)
+                    shard.docs += 1
+                elif piece:
+                    encoder.feed(split, piece, False, False)
+            encoder.flush()
+    finally:  # also on an error: the writes end and the files close before the partial folder goes
+        entries = {sh.name: sh.close() for sh in shards}
     for sh in shards:
         if sh.tokens < 2:
             n = sum(x.docs for x in shards)

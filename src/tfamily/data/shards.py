@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import hashlib
 import os
+from collections import deque
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -23,26 +25,40 @@ def _text(piece) -> str:
 class Shard:
     """One split's token file (and, for subword vocabularies, its characters-per-token file)."""
 
+    PENDING = 4  # pieces queued for the writing thread at most (each a few MB)
+
     def __init__(self, folder: Path, name: str, dtype: np.dtype, chars: bool):
         self.name, self.dtype = name, dtype
         self.f = open(folder / f"{name}.bin", "wb")
         self.cf = open(folder / f"{name}.chars.bin", "wb") if chars else None
         self.h, self.ch = hashlib.sha256(), hashlib.sha256()
         self.tokens = self.chars = self.docs = 0
+        # writes and SHA-256 release the GIL: a thread of their own runs them beside the encoding
+        self.pool, self.pending = ThreadPoolExecutor(1), deque()
 
     def write(self, ids: np.ndarray, n_chars: int, counts: np.ndarray | None = None) -> None:
-        data = ids if ids.dtype == self.dtype else ids.astype(self.dtype)
-        buf = memoryview(np.ascontiguousarray(data)).cast("B")
-        self.f.write(buf)
-        self.h.update(buf)
+        data = np.ascontiguousarray(ids if ids.dtype == self.dtype else ids.astype(self.dtype))
+        c = None if self.cf is None else np.ascontiguousarray(counts, dtype=np.int32)
         self.tokens += len(ids)
         self.chars += n_chars
-        if self.cf is not None:
-            c = memoryview(np.ascontiguousarray(counts, dtype=np.int32)).cast("B")
+        while len(self.pending) >= self.PENDING:
+            self.pending.popleft().result()
+        self.pending.append(self.pool.submit(self._write, data, c))
+
+    def _write(self, data: np.ndarray, counts: np.ndarray | None) -> None:
+        buf = memoryview(data).cast("B")
+        self.f.write(buf)
+        self.h.update(buf)
+        if counts is not None:
+            c = memoryview(counts).cast("B")
             self.cf.write(c)
             self.ch.update(c)
 
     def close(self) -> dict:
+        """Wait for the writes, sync the files to disk, and return the manifest's entry."""
+        while self.pending:
+            self.pending.popleft().result()
+        self.pool.shutdown()
         entry = {"file": f"{self.name}.bin", "tokens": self.tokens, "chars": self.chars, "documents": self.docs,
                  "sha256": self.h.hexdigest()}
         for f in (self.f, self.cf):
@@ -78,19 +94,32 @@ class TableEncoder:
         if isinstance(piece, str):
             piece = piece.encode("utf-8")
         if self.byte:
-            n = len(piece) if piece.isascii() else len(piece.decode("utf-8"))
-            shard.write(np.frombuffer(piece, np.uint8), n)
-        elif piece.isascii():
-            out = piece.translate(self.ascii)
+            b = np.frombuffer(piece, np.uint8)
+            shard.write(b, len(b) if piece.isascii() else len(b) - len(_multibyte(b)[0]) + len(_multibyte(b)[1]))
+            return
+        out = piece.translate(self.ascii)  # ASCII ids; 255 at every byte >= 0x80 and at an unknown character
+        if piece.isascii():
             if b"\xff" in out:
                 self._unknown(chr(piece[out.index(b"\xff")]))
             shard.write(np.frombuffer(out, np.uint8), len(out))
-        else:
-            cps = np.frombuffer(piece.decode("utf-8").encode("utf-32-le"), np.uint32)
-            ids = self.table[np.minimum(cps, len(self.table) - 1)]
-            if len(ids) and ids.max() == self._UNKNOWN:
-                self._unknown(chr(int(cps[np.argmax(ids == self._UNKNOWN)])))
-            shard.write(ids, len(cps))
+            return
+        # Mostly ASCII: only the multi-byte characters are decoded (from their bytes, in numpy), then
+        # their continuation bytes are dropped, so a few accents do not cost a decode of the whole piece.
+        b = np.frombuffer(piece, np.uint8)
+        high, lead = _multibyte(b)
+        if out.count(b"\xff") != len(high):
+            self._unknown(next(chr(c) for c in piece if c < 128 and out[piece.index(c)] == 255))
+        cps = _code_points(b, lead)
+        found = self.table[np.minimum(cps, len(self.table) - 1)]
+        if found.max() == self._UNKNOWN:
+            self._unknown(chr(int(cps[np.argmax(found == self._UNKNOWN)])))
+        ids = np.frombuffer(out, np.uint8).astype(shard.dtype)
+        ids[lead] = found
+        keep = np.ones(len(b), bool)
+        keep[high] = False
+        keep[lead] = True
+        ids = ids[keep]
+        shard.write(ids, len(ids))
 
     def _unknown(self, c: str):
         raise ValueError(f"character {c!r} (U+{ord(c):04X}) of the sources is not in the lent "
@@ -98,6 +127,21 @@ class TableEncoder:
 
     def flush(self) -> None:
         pass
+
+
+def _multibyte(b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Positions of the bytes >= 0x80 of valid UTF-8 ``b`` (multi-byte characters) and of those that start one."""
+    high = np.flatnonzero(b >= 0x80)
+    return high, high[b[high] >= 0xC0]
+
+
+def _code_points(b: np.ndarray, lead: np.ndarray) -> np.ndarray:
+    """The code points of the multi-byte characters starting at ``lead`` in valid UTF-8 ``b``."""
+    x = [b[np.minimum(lead + i, len(b) - 1)].astype(np.uint32) for i in range(4)]
+    two, three = x[0] < 0xE0, x[0] < 0xF0
+    return np.where(two, (x[0] & 0x1F) << 6 | x[1] & 0x3F,
+                    np.where(three, (x[0] & 0x0F) << 12 | (x[1] & 0x3F) << 6 | x[2] & 0x3F,
+                             (x[0] & 0x07) << 18 | (x[1] & 0x3F) << 12 | (x[2] & 0x3F) << 6 | x[3] & 0x3F))
 
 
 class BpeEncoder:
