@@ -10,6 +10,7 @@ JSON next to the PNG.
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
@@ -17,19 +18,29 @@ import torch
 from ..models.generate import greedy_decode
 from ..models.rnn_encdec import RNNEncoderDecoder
 from ..plotting import pyplot
+from ..settings.schema import add_flags, setting
+
+
+@dataclass
+class Settings:
+    """`tfamily plot alignment RUN`."""
+    checkpoint: str = setting(None, positional="RUN",
+                              help="a run or checkpoint directory of a recurrent encoder-decoder "
+                                   "with attention (members luong_attention, bahdanau_attention)")
+    text: str | None = setting(None, flag=True, help="source text (runs trained on text)")
+    ids: str | None = setting(None, flag=True,
+                              help="space-separated source token ids (runs trained on synthetic tasks)")
+    target_ids: str | None = setting(None, flag=True,
+                                     help="teacher-force this target (space-separated ids) instead of decoding")
+    bos: int | None = setting(None, flag=True, help="start id (default: vocab_size - 2, the pair tasks' BOS)")
+    eos: int | None = setting(None, flag=True, help="end id (default: vocab_size - 1, the pair tasks' EOS)")
+    max_len: int = setting(64, flag=True, help="longest target to decode")
+    out: str = setting("runs/plots/alignment.png", flag=True, help="PNG file to write")
+    json: bool = setting(False, flag=True, help="print the weights as JSON")
 
 
 def add_args(p) -> None:
-    p.add_argument("checkpoint", metavar="RUN", help="a run or checkpoint directory of a recurrent encoder-decoder "
-                                                    "with attention (members luong_attention, bahdanau_attention)")
-    p.add_argument("--text", help="source text (runs trained on text)")
-    p.add_argument("--ids", help="space-separated source token ids (runs trained on synthetic tasks)")
-    p.add_argument("--target-ids", help="teacher-force this target (space-separated ids) instead of decoding")
-    p.add_argument("--bos", type=int, help="start id (default: vocab_size - 2, the pair tasks' BOS)")
-    p.add_argument("--eos", type=int, help="end id (default: vocab_size - 1, the pair tasks' EOS)")
-    p.add_argument("--max-len", type=int, default=64, help="longest target to decode")
-    p.add_argument("--out", default="runs/plots/alignment.png", help="PNG file to write")
-    p.add_argument("--json", action="store_true", help="print the weights as JSON")
+    add_flags(p, Settings)
 
 
 def _ids(text: str, what: str, vocab_size: int) -> list[int]:

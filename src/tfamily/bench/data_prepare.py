@@ -14,6 +14,7 @@ import gzip
 import json
 import os
 import random
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -107,6 +108,7 @@ def _warm(path: Path) -> None:
 def _prepare(src: Path, vocab: str, out: Path) -> float:
     from ..data.prepare import PrepareSettings, prepare
     _warm(src)
+    shutil.rmtree(out, ignore_errors=True)  # a second prepare of the same settings would find it done
     start = time.perf_counter()
     prepare(PrepareSettings(sources=[str(src)], vocab=vocab, out=str(out), force=True, progress=False,
                             bpe_sample_mb=100))

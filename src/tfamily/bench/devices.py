@@ -20,12 +20,12 @@ import torch
 from . import procmem
 
 DEVICES = ("cpu", "cuda")
+DEVICE_HELP = ("where to run: cpu, or cuda (the first GPU; time between CUDA events, memory from "
+               "torch.cuda.max_memory_allocated)")
 
 
 def add_device_arg(p) -> None:
-    p.add_argument("--device", default="cpu", choices=DEVICES,
-                   help="where to run: cpu, or cuda (the first GPU; time between CUDA events, memory from "
-                        "torch.cuda.max_memory_allocated)")
+    p.add_argument("--device", default="cpu", choices=DEVICES, help=DEVICE_HELP)
 
 
 def resolve(name: str) -> torch.device:

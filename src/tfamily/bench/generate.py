@@ -13,6 +13,7 @@ position where they differ.
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
@@ -20,26 +21,33 @@ import torch
 from .results import check_model_args, print_rows, write_rows
 from .train import _sync
 from ..plotting import pyplot
+from ..settings.schema import add_flags, setting
 
 FIELDS = ["model", "batch", "device", "threads", "tokens_per_s", "ms_per_step", "vs_recompute", "vs_hf",
           "equal_to_cache", "first_difference", "prompt_len", "new_tokens", "rounds", "d_model", "n_layers",
           "n_heads", "vocab", "params", "note"]
 
 
+@dataclass
+class Settings:
+    """`tfamily bench generate`."""
+    d_model: int = setting(256, flag=True)
+    layers: int = setting(6, flag=True)
+    heads: int = setting(4, flag=True)
+    vocab: int = setting(256, flag=True)
+    prompt_len: int = setting(16, flag=True)
+    new_tokens: int = setting(1008, flag=True, help="tokens generated (prompt + new = 1K by default)")
+    batches: list[int] = setting([1, 8], flag=True)
+    rounds: int = setting(2, flag=True, help="alternation rounds")
+    no_recompute: bool = setting(False, flag=True, help="skip the (slow) recomputation rows")
+    device: str = setting("auto", flag=True)
+    threads: int = setting(0, flag=True, help="torch threads (0: torch's default)")
+    out: str = setting("runs/bench/generate", flag=True, help="directory for generate.json/.csv/.png")
+    json: bool = setting(False, flag=True, help="print the rows as a JSON list")
+
+
 def add_args(p) -> None:
-    p.add_argument("--d-model", type=int, default=256)
-    p.add_argument("--layers", type=int, default=6)
-    p.add_argument("--heads", type=int, default=4)
-    p.add_argument("--vocab", type=int, default=256)
-    p.add_argument("--prompt-len", type=int, default=16)
-    p.add_argument("--new-tokens", type=int, default=1008, help="tokens generated (prompt + new = 1K by default)")
-    p.add_argument("--batches", type=int, nargs="+", default=[1, 8])
-    p.add_argument("--rounds", type=int, default=2, help="alternation rounds")
-    p.add_argument("--no-recompute", action="store_true", help="skip the (slow) recomputation rows")
-    p.add_argument("--device", default="auto")
-    p.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
-    p.add_argument("--out", default="runs/bench/generate", help="directory for generate.json/.csv/.png")
-    p.add_argument("--json", action="store_true", help="print the rows as a JSON list")
+    add_flags(p, Settings)
 
 
 def hf_missing() -> str | None:

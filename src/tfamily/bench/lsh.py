@@ -33,38 +33,46 @@ import argparse
 import json
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
-from .devices import add_device_arg, meter, resolve
+from .devices import DEVICE_HELP, DEVICES, meter, resolve
 from .procmem import worker_env
 from .results import write_rows
 from ..plotting import pyplot
+from ..settings.schema import add_flags, setting
 
 FIELDS = ["kind", "n_hashes", "seq_len", "fwd_bwd_ms", "peak_mb", "speedup", "extrapolated", "batch", "heads",
           "d_head", "bucket_size", "threads", "ours_ms", "hf_ms", "hf_over_ours", "peer_version", "compiled", "device"]
 
 
+@dataclass
+class Settings:
+    """`tfamily bench lsh`."""
+    lengths: list[int] = setting([1024, 4096, 16384, 65536], flag=True)
+    rounds: list[int] = setting([1, 2, 4, 8], flag=True, help="LSH hash rounds")
+    bucket_size: int = setting(64, flag=True, help="average bucket size = chunk length")
+    batch: int = setting(1, flag=True)
+    heads: int = setting(8, flag=True)
+    d_head: int = setting(64, flag=True)
+    max_dense_len: int = setting(16384, flag=True,
+                                 help="longest length at which dense SDPA is run; longer ones are extrapolated")
+    repeats: int = setting(1, flag=True, help="timed calls after the measured first one")
+    threads: int = setting(0, flag=True, help="torch threads (0: torch's default)")
+    device: str = setting("cpu", flag=True, choices=DEVICES, help=DEVICE_HELP)
+    peer: str = setting("hf", flag=True, choices=("hf", "none"),
+                        help="hf: also time Hugging Face's LSHSelfAttention against ours (needs transformers)")
+    peer_lengths: list[int] | None = setting(None, flag=True,
+                                             help="lengths for the peer rows (default: --lengths up to 16384)")
+    peer_repeats: int = setting(3, flag=True, help="timed calls of each layer, alternating")
+    out: str = setting("runs/bench/lsh", flag=True, help="directory for lsh.json/.csv/.png")
+    json: bool = setting(False, flag=True, help="print the rows as a JSON list")
+    worker: str | None = setting(None, flag=True, help=argparse.SUPPRESS)
+    measure: str = setting("time", flag=True, choices=("time", "memory"), help=argparse.SUPPRESS)
+
+
 def add_args(p) -> None:
-    p.add_argument("--lengths", type=int, nargs="+", default=[1024, 4096, 16384, 65536])
-    p.add_argument("--rounds", type=int, nargs="+", default=[1, 2, 4, 8], help="LSH hash rounds")
-    p.add_argument("--bucket-size", type=int, default=64, help="average bucket size = chunk length")
-    p.add_argument("--batch", type=int, default=1)
-    p.add_argument("--heads", type=int, default=8)
-    p.add_argument("--d-head", type=int, default=64)
-    p.add_argument("--max-dense-len", type=int, default=16384,
-                   help="longest length at which dense SDPA is run; longer ones are extrapolated")
-    p.add_argument("--repeats", type=int, default=1, help="timed calls after the measured first one")
-    p.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
-    add_device_arg(p)
-    p.add_argument("--peer", default="hf", choices=["hf", "none"],
-                   help="hf: also time Hugging Face's LSHSelfAttention against ours (needs transformers)")
-    p.add_argument("--peer-lengths", type=int, nargs="+", default=None,
-                   help="lengths for the peer rows (default: --lengths up to 16384)")
-    p.add_argument("--peer-repeats", type=int, default=3, help="timed calls of each layer, alternating")
-    p.add_argument("--out", default="runs/bench/lsh", help="directory for lsh.json/.csv/.png")
-    p.add_argument("--json", action="store_true", help="print the rows as a JSON list")
-    p.add_argument("--worker", default=None, help=argparse.SUPPRESS)
-    p.add_argument("--measure", default="time", choices=["time", "memory"], help=argparse.SUPPRESS)
+    add_flags(p, Settings)
 
 
 def run(args) -> int:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
@@ -16,16 +17,23 @@ import torch
 from ..nn.patterns import Local2D, PerHead, Union, dense_mask
 from ..nn.patterns.examples import examples
 from ..plotting import pyplot
+from ..settings.schema import add_flags, setting
 
 COLOURS = [(0.17, 0.39, 0.70), (0.55, 0.75, 0.95), (0.95, 0.55, 0.25), (0.45, 0.75, 0.45)]
 
 
+@dataclass
+class Settings:
+    """`tfamily patterns`."""
+    out: str = setting("runs/patterns", flag=True, help="directory for the PNGs (default runs/patterns)")
+    seq_len: int = setting(256, flag=True, help="a square number: the image is sqrt(L) wide")
+    patterns: list[str] | None = setting(None, flag=True, nargs="*",
+                                         help=f"names to draw (default all: {', '.join(examples(256))})")
+    json: bool = setting(False, flag=True, help="print the written files as a JSON list")
+
+
 def add_args(p) -> None:
-    p.add_argument("--out", default="runs/patterns", help="directory for the PNGs (default runs/patterns)")
-    p.add_argument("--seq-len", type=int, default=256, help="a square number: the image is sqrt(L) wide")
-    p.add_argument("--patterns", nargs="*", default=None,
-                   help=f"names to draw (default all: {', '.join(examples(256))})")
-    p.add_argument("--json", action="store_true", help="print the written files as a JSON list")
+    add_flags(p, Settings)
 
 
 def components(pattern, n_heads: int = 2) -> list[tuple[str, torch.Tensor]]:

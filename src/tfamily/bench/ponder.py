@@ -11,6 +11,7 @@ numbers are also written as JSON next to the figure and printed with --json.
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
@@ -19,15 +20,22 @@ from torch import nn
 from ..models.encdec import EncoderDecoder
 from ..nn.depth import UniversalACT
 from ..plotting import pyplot
+from ..settings.schema import add_flags, setting
+
+
+@dataclass
+class Settings:
+    """`tfamily plot ponder CHECKPOINT`."""
+    checkpoint: str = setting(None, positional="CHECKPOINT",
+                              help="a run or checkpoint directory of a halting UT (depth universal_act)")
+    text: str | None = setting(None, flag=True, help="text to ponder over (runs trained on text)")
+    ids: str | None = setting(None, flag=True, help="space-separated token ids (runs trained on synthetic tasks)")
+    out: str = setting("runs/plots/ponder.png", flag=True, help="PNG file to write")
+    json: bool = setting(False, flag=True, help="print the ponder time per position as JSON")
 
 
 def add_args(p) -> None:
-    p.add_argument("checkpoint", metavar="CHECKPOINT", help="a run or checkpoint directory of a halting UT "
-                                                            "(depth universal_act)")
-    p.add_argument("--text", help="text to ponder over (runs trained on text)")
-    p.add_argument("--ids", help="space-separated token ids (runs trained on synthetic tasks)")
-    p.add_argument("--out", default="runs/plots/ponder.png", help="PNG file to write")
-    p.add_argument("--json", action="store_true", help="print the ponder time per position as JSON")
+    add_flags(p, Settings)
 
 
 def halting_depths(model: nn.Module) -> dict[str, UniversalACT]:

@@ -15,23 +15,31 @@ from __future__ import annotations
 
 import json
 import time
+from dataclasses import dataclass
 
 from .results import write_rows
+from ..settings.schema import add_flags, setting
 
 FIELDS = ["kind", "seq_len", "block", "key_tiles", "masked", "fwd_bwd_ms", "pairs", "gpairs_per_s", "tile_cost",
           "heads", "d_head", "threads"]
 
 
+@dataclass
+class Settings:
+    """`tfamily bench sdpa-tiles`."""
+    seq_len: int = setting(16384, flag=True)
+    heads: int = setting(8, flag=True)
+    d_head: int = setting(64, flag=True)
+    tiles: list[str] = setting(["64x5", "128x3", "256x2"], flag=True,
+                               help="BxK: query tile rows B against K * B keys")
+    repeats: int = setting(3, flag=True, help="timed calls (the fastest is kept)")
+    threads: int = setting(0, flag=True, help="torch threads (0: torch's default)")
+    out: str = setting("runs/bench/sdpa-tiles", flag=True, help="directory for sdpa_tiles.json/.csv")
+    json: bool = setting(False, flag=True, help="print the rows as a JSON list")
+
+
 def add_args(p) -> None:
-    p.add_argument("--seq-len", type=int, default=16384)
-    p.add_argument("--heads", type=int, default=8)
-    p.add_argument("--d-head", type=int, default=64)
-    p.add_argument("--tiles", nargs="+", default=["64x5", "128x3", "256x2"],
-                   help="BxK: query tile rows B against K * B keys")
-    p.add_argument("--repeats", type=int, default=3, help="timed calls (the fastest is kept)")
-    p.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
-    p.add_argument("--out", default="runs/bench/sdpa-tiles", help="directory for sdpa_tiles.json/.csv")
-    p.add_argument("--json", action="store_true", help="print the rows as a JSON list")
+    add_flags(p, Settings)
 
 
 def parse_tile(text: str) -> tuple[int, int]:

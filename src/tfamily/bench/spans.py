@@ -12,6 +12,7 @@ to the figure (FILE with suffix .json) and printed with --json.
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
@@ -19,12 +20,20 @@ from torch import nn
 
 from ..nn.patterns import AdaptiveSpan
 from ..plotting import pyplot
+from ..settings.schema import add_flags, setting
+
+
+@dataclass
+class Settings:
+    """`tfamily plot spans CHECKPOINT`."""
+    checkpoint: str = setting(None, positional="CHECKPOINT",
+                              help="a run or checkpoint directory of an adaptive-span model")
+    out: str = setting("runs/plots/spans.png", flag=True, help="PNG file to write")
+    json: bool = setting(False, flag=True, help="print the per-layer spans as JSON")
 
 
 def add_args(p) -> None:
-    p.add_argument("checkpoint", metavar="CHECKPOINT", help="a run or checkpoint directory of an adaptive-span model")
-    p.add_argument("--out", default="runs/plots/spans.png", help="PNG file to write")
-    p.add_argument("--json", action="store_true", help="print the per-layer spans as JSON")
+    add_flags(p, Settings)
 
 
 def span_layers(model: nn.Module) -> list[nn.Module]:

@@ -26,33 +26,41 @@ import csv
 import functools
 import json
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 from ..train import grid as runner
+from ..settings.schema import add_flags, setting
+
+
+@dataclass
+class Settings:
+    """`tfamily repro reformer-duplication`."""
+    length: int = setting(63, flag=True, help="|w|; sequences have 2|w| + 2 tokens")
+    n_symbols: int = setting(127, flag=True)
+    train: list[str] = setting(["full", "lsh1", "lsh2", "lsh4"], flag=True,
+                               help="training settings: full or lshR (R hash rounds)")
+    eval: list[str] = setting(["full", "lsh1", "lsh2", "lsh4", "lsh8"], flag=True)
+    bucket_size: int = setting(16, flag=True, help="average bucket size = chunk length")
+    steps: int = setting(1000, flag=True, help="training steps per model")
+    batch: int = setting(32, flag=True)
+    lr: float = setting(1e-2, flag=True)
+    d_model: int = setting(64, flag=True)
+    heads: int = setting(4, flag=True)
+    layers: int = setting(1, flag=True)
+    eval_sequences: int = setting(512, flag=True)
+    seed: int = setting(0, flag=True)
+    jobs: int = setting(2, flag=True,
+                        help="training settings run in parallel processes (1 torch thread each when > 1)")
+    threads: int = setting(0, flag=True, help="torch threads per job (0: torch's default, "
+                                              "or 1 with several jobs)")
+    out: str = setting("runs/repro/reformer_duplication", flag=True, help="directory for table.csv/.json")
+    shard: str | None = setting(None, flag=True, metavar="I/N", help=runner.SHARD_HELP)
+    json: bool = setting(False, flag=True, help="print the table as JSON")
 
 
 def add_args(p) -> None:
-    p.add_argument("--length", type=int, default=63, help="|w|; sequences have 2|w| + 2 tokens")
-    p.add_argument("--n-symbols", type=int, default=127)
-    p.add_argument("--train", nargs="+", default=["full", "lsh1", "lsh2", "lsh4"],
-                   help="training settings: full or lshR (R hash rounds)")
-    p.add_argument("--eval", nargs="+", default=["full", "lsh1", "lsh2", "lsh4", "lsh8"])
-    p.add_argument("--bucket-size", type=int, default=16, help="average bucket size = chunk length")
-    p.add_argument("--steps", type=int, default=1000, help="training steps per model")
-    p.add_argument("--batch", type=int, default=32)
-    p.add_argument("--lr", type=float, default=1e-2)
-    p.add_argument("--d-model", type=int, default=64)
-    p.add_argument("--heads", type=int, default=4)
-    p.add_argument("--layers", type=int, default=1)
-    p.add_argument("--eval-sequences", type=int, default=512)
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--jobs", type=int, default=2,
-                   help="training settings run in parallel processes (1 torch thread each when > 1)")
-    p.add_argument("--threads", type=int, default=0, help="torch threads per job (0: torch's default, "
-                                                            "or 1 with several jobs)")
-    p.add_argument("--out", default="runs/repro/reformer_duplication", help="directory for table.csv/.json")
-    runner.add_shard(p)
-    p.add_argument("--json", action="store_true", help="print the table as JSON")
+    add_flags(p, Settings)
 
 
 def _setting(name: str, length: int, bucket_size: int) -> dict:

@@ -27,41 +27,50 @@ import math
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from ..bench.results import print_rows, write_rows
 from ..train import grid as runner
 from .plots import save_bars, save_bpc_curves
+from ..settings.schema import add_flags, setting
+
+
+@dataclass
+class Settings:
+    """`tfamily repro sparse-text`."""
+    corpus: str = setting("tinyshakespeare", flag=True)
+    seq_len: int = setting(256, flag=True)
+    steps: int = setting(600, flag=True)
+    time: str | None = setting(None, flag=True, metavar="DUR",
+                               help="the same wall-clock budget per member (e.g. 10m) instead of --steps")
+    eval_every: int | None = setting(None, flag=True, help="steps between validation scores (the curves)")
+    eval_tokens: int | None = setting(None, flag=True, help="validation tokens per score (default: all)")
+    target_bpc: float | None = setting(None, flag=True,
+                                       help="the bpc of time_to_target_s (default: the dense gpt's final bpc)")
+    batch_size: int = setting(32, flag=True)
+    d_model: int = setting(256, flag=True)
+    layers: int = setting(4, flag=True)
+    heads: int = setting(4, flag=True)
+    lr: float = setting(3e-3, flag=True, check=False)  # checked as train.lr, naming --lr
+    block_size: int = setting(32, flag=True, help="blocksparse tile size")
+    precision: str = setting("auto", flag=True, choices=("auto", "bf16", "fp32"),
+                             help="auto = bf16 only where the CPU/GPU runs it natively")
+    threads: int | None = setting(None, flag=True, help="torch threads per run (train.threads)")
+    device: str | None = setting(None, flag=True, help="auto (the default: CUDA when present), cpu, cuda or cuda:N "
+                                                       "(train.device)")
+    members: list[str] | None = setting(None, flag=True, nargs="*", help="subset of the runs below")
+    seeds: int = setting(1, flag=True, help="seeds 0..N-1 per member")
+    shard: str | None = setting(None, flag=True, metavar="I/N", help=runner.SHARD_HELP)
+    out: str | None = setting(None, flag=True, help="directory for the runs and results.json (default "
+                              "runs/repro/sparse-text/<time>, so a re-run never collides with an earlier one)")
+    data_dir: str | None = setting(None, flag=True, metavar="DIR",
+                                   help="data directory (else $TFAMILY_DATA, else the user cache)")
+    json: bool = setting(False, flag=True)
 
 
 def add_args(p) -> None:
-    p.add_argument("--corpus", default="tinyshakespeare")
-    p.add_argument("--seq-len", type=int, default=256)
-    p.add_argument("--steps", type=int, default=600)
-    p.add_argument("--time", default=None, metavar="DUR",
-                   help="the same wall-clock budget per member (e.g. 10m) instead of --steps")
-    p.add_argument("--eval-every", type=int, default=None, help="steps between validation scores (the curves)")
-    p.add_argument("--eval-tokens", type=int, default=None, help="validation tokens per score (default: all)")
-    p.add_argument("--target-bpc", type=float, default=None,
-                   help="the bpc of time_to_target_s (default: the dense gpt's final bpc)")
-    p.add_argument("--batch-size", type=int, default=32)
-    p.add_argument("--d-model", type=int, default=256)
-    p.add_argument("--layers", type=int, default=4)
-    p.add_argument("--heads", type=int, default=4)
-    p.add_argument("--lr", type=float, default=3e-3)
-    p.add_argument("--block-size", type=int, default=32, help="blocksparse tile size")
-    p.add_argument("--precision", default="auto", choices=["auto", "bf16", "fp32"],
-                   help="auto = bf16 only where the CPU/GPU runs it natively")
-    p.add_argument("--threads", type=int, default=None, help="torch threads per run (train.threads)")
-    p.add_argument("--device", default=None, help="auto (the default: CUDA when present), cpu, cuda or cuda:N "
-                                                  "(train.device)")
-    p.add_argument("--members", nargs="*", default=None, help="subset of the runs below")
-    p.add_argument("--seeds", type=int, default=1, help="seeds 0..N-1 per member")
-    runner.add_shard(p)
-    p.add_argument("--out", default=None, help="directory for the runs and results.json "
-                   "(default runs/repro/sparse-text/<time>, so a re-run never collides with an earlier one)")
-    p.add_argument("--data-dir", metavar="DIR", help="data directory (else $TFAMILY_DATA, else the user cache)")
-    p.add_argument("--json", action="store_true")
+    add_flags(p, Settings)
 
 
 def runs(seq_len: int, block: int) -> dict:
