@@ -30,8 +30,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .plotting import pyplot
+from .settings.commands import Compare, CompareTable
+from .settings.schema import add_flags
 
-DEFAULT_OUT = "runs/compare.png"
+DEFAULT_OUT = Compare.out  # the figure's declared default
 # Shown first, in this order; then every final val_*/train_* metric any run has.
 LEAD = ("member", "env", "seed", "steps", "params", "train_s")
 # Not shown: ppl repeats the loss; train_s leads already.
@@ -258,10 +260,7 @@ def plot(runs: list[Run], out: str | Path, bpc: bool = False) -> Path:
 
 def add_args(p, default_out: str = DEFAULT_OUT) -> None:
     """The run list and the plot's options (shared by compare, plot curves and rl compare)."""
-    p.add_argument("runs", nargs="+", metavar="RUN", help="run directories (each with result.json)")
-    p.add_argument("--out", default=default_out, metavar="PNG", help=f"the curves' figure (default {default_out})")
-    p.add_argument("--bpc", action="store_true",
-                   help="plot validation bits per character instead of the train and validation loss")
+    add_flags(p, Compare, defaults={"out": default_out})
 
 
 def run(args) -> int:
@@ -296,7 +295,7 @@ def compare(args) -> int:
 
 def add_compare_args(p, default_out: str = DEFAULT_OUT) -> None:
     add_args(p, default_out)
-    p.add_argument("--json", action="store_true", help="print the table and the plot's path as JSON")
+    add_flags(p, CompareTable)
     p.set_defaults(func=compare)
 
 

@@ -4,19 +4,14 @@ from __future__ import annotations
 
 import json
 
-FORMAT_NAMES = ("onnx", "torchscript", "pt2")  # tfamily.export.FORMATS; tests/test_export.py checks both agree
+from .settings.commands import FORMAT_NAMES, Export
+from .settings.schema import add_flags
 
 
 def add_parser(sub) -> None:
     p = sub.add_parser("export", help="export a trained model as ONNX, TorchScript, a torch.export program "
                                       "(pt2) or a Hugging Face checkpoint (hf), checked against the eager model")
-    p.add_argument("run", metavar="RUN", help="a run directory (or one checkpoint directory) of tfamily train")
-    p.add_argument("--format", required=True, metavar="FORMAT", help=f"one of {', '.join(FORMAT_NAMES)}, hf")
-    p.add_argument("--out", required=True, metavar="PATH", help="the file to write (its directory must exist); "
-                                                                "for hf, a new directory (parents created); "
-                                                                "never inside a run's checkpoints/")
-    p.add_argument("--force", action="store_true", help="replace an existing --out (for hf, a directory of files)")
-    p.add_argument("--json", action="store_true", help="print the summary as JSON")
+    add_flags(p, Export)
     p.set_defaults(func=_export)
 
 

@@ -20,23 +20,9 @@ from ..files import write_atomic
 from .paths import cache_dir
 from ..textload import read_cache
 from .tokenizer import TOKENIZER_BYTES, TokenizerVocab
+from .vocab_names import DEFAULT_SIZE, MAX_SIZE, MIN_SIZE, bpe_size  # noqa: F401 (this module's API)
 
-DEFAULT_SIZE = 1024
-MIN_SIZE = 257  # the 256 byte tokens and at least one merge
-MAX_SIZE = 1 << 20
 CHUNK = 1 << 20  # characters per encoding call, cut after a newline
-
-
-def bpe_size(vocab: object) -> int | None:
-    """N for ``'bpe:N'`` (``'bpe'``: DEFAULT_SIZE), None for any other vocabulary; a malformed
-    or out-of-range size is refused in one line."""
-    if not isinstance(vocab, str) or not (vocab == "bpe" or vocab.startswith("bpe:")):
-        return None
-    text = vocab.partition(":")[2] or str(DEFAULT_SIZE)
-    if not text.isdigit() or not MIN_SIZE <= int(text) <= MAX_SIZE:
-        raise ValueError(f"data.vocab={vocab!r}: the BPE size must be an integer in [{MIN_SIZE}, {MAX_SIZE}] "
-                         f"(256 byte tokens plus merges); e.g. data.vocab=bpe:{DEFAULT_SIZE}")
-    return int(text)
 
 
 def bits_per_char(total_nats: float, chars: int) -> float:

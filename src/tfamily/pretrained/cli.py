@@ -15,21 +15,15 @@ import sys
 from pathlib import Path
 
 from ..numbers import check_int
+from ..settings.commands import DTYPES, Convert
+from ..settings.schema import add_flags
 
 HELP = "import a local Hugging Face checkpoint (config.json + model.safetensors) as a tfamily run directory"
-DTYPES = ("fp32", "bf16")
 
 
 def add_parser(sub) -> None:
     p = sub.add_parser("convert", help=HELP, description=__doc__.split("\n\n")[0])
-    p.add_argument("checkpoint", metavar="DIR", help="the directory save_pretrained wrote")
-    p.add_argument("--out", metavar="OUT", required=True, help="the tfamily run directory to write (must not exist)")
-    p.add_argument("--dtype", choices=DTYPES, default="fp32", help="the weights' precision in the run (default fp32)")
-    p.add_argument("--corpus", default="tinyshakespeare",
-                   help="the corpus (a name or a text file) `tfamily eval` scores (default tinyshakespeare)")
-    p.add_argument("--seq-len", type=int,
-                   help="context length for eval and generate (default: the model's, at most 1024)")
-    p.add_argument("--debug", action="store_true", help="show tracebacks instead of one-line errors")
+    add_flags(p, Convert)
     p.set_defaults(func=_convert)
 
 

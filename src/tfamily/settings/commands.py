@@ -82,3 +82,50 @@ class Demo:
     data_dir: str | None = setting(None, flag=True, metavar="DIR", help=DATA_DIR)
     json: bool = setting(False, flag=True, help=JSON)
     debug: bool = setting(False, flag=True, help=DEBUG)
+
+
+FORMAT_NAMES = ("onnx", "torchscript", "pt2")  # tfamily.export.FORMATS; tests/test_export.py checks both agree
+
+
+@dataclass
+class Export:
+    """`tfamily export RUN --format F --out PATH`."""
+    run: str = setting(None, positional="RUN", help="a run directory (or one checkpoint directory) of tfamily train")
+    format: str = setting(None, flag=True, required=True, metavar="FORMAT",
+                          help=f"one of {', '.join(FORMAT_NAMES)}, hf")
+    out: str = setting(None, flag=True, required=True, metavar="PATH",
+                       help="the file to write (its directory must exist); for hf, a new directory (parents "
+                            "created); never inside a run's checkpoints/")
+    force: bool = setting(False, flag=True, help="replace an existing --out (for hf, a directory of files)")
+    json: bool = setting(False, flag=True, help="print the summary as JSON")
+
+
+DTYPES = ("fp32", "bf16")  # the precisions `tfamily convert` writes weights in
+
+
+@dataclass
+class Convert:
+    """`tfamily convert DIR --out OUT`."""
+    checkpoint: str = setting(None, positional="DIR", help="the directory save_pretrained wrote")
+    out: str = setting(None, flag=True, required=True, metavar="OUT",
+                       help="the tfamily run directory to write (must not exist)")
+    dtype: str = setting("fp32", flag=True, choices=DTYPES, help="the weights' precision in the run")
+    corpus: str = setting("tinyshakespeare", flag=True, help="the corpus (a name or a text file) `tfamily eval` scores")
+    seq_len: int | None = setting(None, flag=True, lo=1,
+                                  help="context length for eval and generate (default: the model's, at most 1024)")
+    debug: bool = setting(False, flag=True, help=DEBUG)
+
+
+@dataclass
+class Compare:
+    """`tfamily compare RUN...` (and `tfamily plot curves`): the run list and the figure."""
+    runs: list[str] = setting([], positional="RUN", nargs="+", help="run directories (each with result.json)")
+    out: str = setting("runs/compare.png", flag=True, metavar="PNG", help="the curves' figure")
+    bpc: bool = setting(False, flag=True,
+                        help="plot validation bits per character instead of the train and validation loss")
+
+
+@dataclass
+class CompareTable:
+    """`tfamily compare`'s own flag beside the run list and the figure."""
+    json: bool = setting(False, flag=True, help="print the table and the plot's path as JSON")

@@ -59,11 +59,11 @@ from ..textload import load_toml, load_yaml, read_text
 def setting(default: Any = MISSING, *, help: str = "", flag: bool | str | tuple = False, old: tuple = (),
             positional: str | None = None, metavar: str | None = None, choices: tuple | None = None,
             lo=None, hi=None, lo_open: bool = False, words: tuple = (), check=None, what: str = "",
-            hint: str = "", nargs=None, repeat: bool = False, negatable: bool = False) -> Field:
+            hint: str = "", nargs=None, repeat: bool = False, negatable: bool = False, required: bool = False) -> Field:
     """A dataclass field carrying its declaration (see the module docstring)."""
     meta = dict(help=help, flag=flag, old=old, positional=positional, metavar=metavar, choices=choices, lo=lo,
                 hi=hi, lo_open=lo_open, words=words, check=check, what=what, hint=hint, nargs=nargs, repeat=repeat,
-                negatable=negatable)
+                negatable=negatable, required=required)
     if isinstance(default, (list, dict)):
         return field(default_factory=functools.partial(copy.deepcopy, default), metadata=meta)
     return field(default=default, metadata=meta)
@@ -134,6 +134,7 @@ def check_value(key: str, value: Any, m, hint) -> None:
         return
     if (value is None and none) or (isinstance(value, str) and value in m.get("words", ())):
         return
+    null = none and not key.startswith("-")  # a config key may be null; a flag is given or not
     words = " or ".join(repr(w) for w in m.get("words", ()))
     hint_ = m.get("hint") or (f"or {words}" if words else "")
     if m.get("choices") is not None:
@@ -145,9 +146,9 @@ def check_value(key: str, value: Any, m, hint) -> None:
                             f"got {cut(value)}")
         check_flag(key, value)
     elif int in kinds:
-        check_int(key, value, m.get("lo"), m.get("hi"), none=none, hint=hint_)
+        check_int(key, value, m.get("lo"), m.get("hi"), none=null, hint=hint_)
     elif float in kinds:
-        check_number(key, value, m.get("lo"), m.get("hi"), lo_open=m.get("lo_open", False), none=none, hint=hint_)
+        check_number(key, value, m.get("lo"), m.get("hi"), lo_open=m.get("lo_open", False), none=null, hint=hint_)
     elif dict in kinds and not isinstance(value, dict):
         raise TypeError(f"{key if '.' in key else f'config section {key!r}'} must be a mapping, got {cut(value)}")
     elif list in kinds:
@@ -187,13 +188,15 @@ def flagged(cls, where: str = ""):
             yield f, key, hint
 
 
-def add_flags(parser, cls, *, overrides: bool = False) -> None:
+def add_flags(parser, cls, *, overrides: bool = False, defaults: dict | None = None) -> None:
     """One argparse argument per flagged field of ``cls``. With ``overrides`` (a run's config keys)
     a flag not given is None, and :func:`given` turns the given ones into dotted overrides; else
-    each flag's default is the field's, and the values are checked after parsing (``check_args``)."""
+    each flag's default is the field's (or ``defaults[name]``: the same declaration in another
+    command), and the values are checked after parsing (``check_args``)."""
     for f, key, hint in flagged(cls):
         m, kinds = f.metadata, _kinds(hint)[0]
-        kw = dict(help=with_default(m["help"], _default(f), escape=False) if overrides else m["help"])
+        default = (defaults or {}).get(f.name, _default(f))
+        kw = dict(help=with_default(m["help"], default, escape=False) if overrides else m["help"])
         if m.get("metavar"):
             kw["metavar"] = m["metavar"]
         if m.get("choices") is not None:
@@ -213,10 +216,12 @@ def add_flags(parser, cls, *, overrides: bool = False) -> None:
         if m.get("positional"):
             kw["metavar"] = m["positional"]
             if list in kinds:
-                kw["nargs"] = "*"
-            parser.add_argument(f.name, default=None if overrides else _default(f), **kw)
+                kw["nargs"] = m.get("nargs") or "*"
+            parser.add_argument(f.name, default=None if overrides else default, **kw)
             continue
-        action = parser.add_argument(*_names(f), dest=dest(f), default=None if overrides else _default(f), **kw)
+        if m.get("required"):
+            kw["required"] = True
+        action = parser.add_argument(*_names(f), dest=dest(f), default=None if overrides else default, **kw)
         if m.get("old"):
             renamed(parser, action, *m["old"])
     if not overrides:
