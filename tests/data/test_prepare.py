@@ -157,8 +157,8 @@ def test_a_prepare_that_fails_or_is_stopped_writes_nothing_and_the_next_starts_o
     out = tmp_path / "p"
     real = prep.readers.read
 
-    def stopped(src, column, *a):
-        for i, item in enumerate(real(src, column, *a)):
+    def stopped(src, column, *a, **k):
+        for i, item in enumerate(real(src, column, *a, **k)):
             if i == 50:
                 raise KeyboardInterrupt
             yield item

@@ -74,6 +74,7 @@ class _Plan:
     out: Path
     by_position: bool
     total: int  # source bytes, for the progress bar
+    checked: bool = False  # a whole pass has read the sources (their text checked)
 
     @property
     def partial(self) -> Path:
@@ -101,19 +102,20 @@ def _position_ranges(src: readers.Source, val: float, test: float) -> list[tuple
 
 
 def documents(plan: _Plan, bar=None):
-    """(split, piece, starts_document) for every piece of every source, in order; ``bar`` counts bytes."""
-    s = plan.settings
+    """(split, piece, starts_document) for every piece of every source, in order; ``bar`` counts bytes.
+    The second pass over the sources (after a char or BPE vocabulary's) does not check UTF-8 again."""
+    s, check = plan.settings, not plan.checked
     if plan.by_position:
         src = plan.sources[0]
         for split, start, end in _position_ranges(src, s.val, s.test):
-            for piece, first, n in readers.read(src, s.column, start, end):
+            for piece, first, n in readers.read(src, s.column, start, end, check):
                 if bar is not None:
                     bar.update(n)
                 yield split, piece, first
         return
     index, split = -1, 0
     for src in plan.sources:
-        for piece, first, n in readers.read(src, s.column):
+        for piece, first, n in readers.read(src, s.column, check=check):
             if bar is not None and n:
                 bar.update(n)
             if first:
@@ -217,7 +219,9 @@ def _vocab(plan: _Plan):
     if spec == "byte":
         return ByteVocab(), {}
     if spec == "char":
-        return _char_vocab(plan), {}
+        vocab = _char_vocab(plan)
+        plan.checked = True
+        return vocab, {}
     size = subword.bpe_size(spec)
     if size:
         vocab, sample = _bpe_vocab(plan, size)

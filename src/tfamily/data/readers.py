@@ -96,11 +96,12 @@ def check(src: Source, column: str) -> None:
             raise ValueError(_no_column(src.path, column, header))
 
 
-def read(src: Source, column: str, start: int = 0, end: int | None = None) -> Iterator[tuple]:
+def read(src: Source, column: str, start: int = 0, end: int | None = None, check: bool = True) -> Iterator[tuple]:
     """``(piece, starts_document, bytes_read)`` for the documents of ``src``; a plain-text file may be
-    read as its bytes ``start:end`` (the position split of a one-file corpus)."""
+    read as its bytes ``start:end`` (the position split of a one-file corpus). ``check=False`` skips
+    the UTF-8 check of a plain file's pieces (a second pass over a file the first checked)."""
     if src.kind in ("text", "gzip"):
-        yield from _read_text(src, start, end)
+        yield from _read_text(src, start, end, check)
     elif src.kind == "jsonl":
         yield from _read_jsonl(src, column)
     elif src.kind == "csv":
@@ -132,8 +133,11 @@ def _open(src: Source):
     return open(src.path, "rb")
 
 
-def _read_text(src: Source, start: int, end: int | None) -> Iterator[tuple]:
+def _read_text(src: Source, start: int, end: int | None, check: bool = True) -> Iterator[tuple]:
     """Pieces of about BLOCK bytes, each ending after a newline (else at a character start)."""
+    if src.kind == "text" and src.size:
+        yield from _read_mapped(src, start, src.size if end is None else end, check)
+        return
     first, pos, carry = True, start, b""  # pos: the file offset of carry's first byte
     try:
         with _open(src) as f:
@@ -157,6 +161,21 @@ def _read_text(src: Source, start: int, end: int | None) -> Iterator[tuple]:
                     first = False
     except (gzip.BadGzipFile, EOFError, zlib.error) as e:
         raise ValueError(f"source {src.path} is not a readable gzip file ({e}); replace it") from None
+
+
+def _read_mapped(src: Source, start: int, end: int, check: bool) -> Iterator[tuple]:
+    """``_read_text`` of a plain file through a map: each piece is one copy out of the page cache."""
+    import mmap
+    with open(src.path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
+        pos, first = start, True
+        while pos < end or first:
+            stop = min(pos + BLOCK, end)
+            cut_at = stop if stop == end else (mm.rfind(b"\n", pos, stop) + 1 or pos + _char_start(mm[pos:stop]))
+            piece = mm[pos:cut_at]
+            if check:
+                _check_text(piece, src.path, pos)
+            yield piece, first, cut_at - pos
+            pos, first = cut_at, False
 
 
 def _char_start(data: bytes) -> int:
