@@ -22,7 +22,9 @@ How to declare a command's settings
    type's check where a setting needs its own message; ``check=False`` leaves it to the library
    function that takes the value (its message names the argument). ``flag=True`` makes ``--max-tokens``;
    ``flag="--steps"`` (or a tuple ``("-c", "--config")``) names it; ``old=("--max-steps",)`` keeps
-   older names working with a deprecation note; a nested dataclass field is a config section.
+   older names working with a deprecation note; ``parse=fn`` reads the flag's text where the type's
+   own reading does not (argparse's ``type``: ``options.seconds`` takes ``90s`` or ``5m`` as a
+   float); a nested dataclass field is a config section.
 2. In the command's ``add_parser``: ``add_flags(p, EvalSettings)``. Values given on the command
    line are checked before the command runs (each error names the flag); the command reads
    ``args.max_tokens`` as before. A run's config keys that have a flag (``train.max_steps`` is
@@ -59,11 +61,12 @@ from ..textload import load_toml, load_yaml, read_text
 def setting(default: Any = MISSING, *, help: str = "", flag: bool | str | tuple = False, old: tuple = (),
             positional: str | None = None, metavar: str | None = None, choices: tuple | None = None,
             lo=None, hi=None, lo_open: bool = False, words: tuple = (), check=None, what: str = "",
-            hint: str = "", nargs=None, repeat: bool = False, negatable: bool = False, required: bool = False) -> Field:
+            hint: str = "", nargs=None, repeat: bool = False, negatable: bool = False, required: bool = False,
+            parse=None) -> Field:
     """A dataclass field carrying its declaration (see the module docstring)."""
     meta = dict(help=help, flag=flag, old=old, positional=positional, metavar=metavar, choices=choices, lo=lo,
                 hi=hi, lo_open=lo_open, words=words, check=check, what=what, hint=hint, nargs=nargs, repeat=repeat,
-                negatable=negatable, required=required)
+                negatable=negatable, required=required, parse=parse)
     if isinstance(default, (list, dict)):
         return field(default_factory=functools.partial(copy.deepcopy, default), metadata=meta)
     return field(default=default, metadata=meta)
@@ -137,7 +140,7 @@ def check_value(key: str, value: Any, m, hint) -> None:
     null = none and not key.startswith("-")  # a config key may be null; a flag is given or not
     words = " or ".join(repr(w) for w in m.get("words", ()))
     hint_ = m.get("hint") or (f"or {words}" if words else "")
-    if m.get("choices") is not None:
+    if m.get("choices") is not None and list not in kinds:  # a list's items are checked below
         if value not in m["choices"]:
             raise ValueError(f"{key}={value!r} is not valid; valid: {', '.join(map(str, m['choices']))}")
     elif bool in kinds:
@@ -208,7 +211,7 @@ def add_flags(parser, cls, *, overrides: bool = False, defaults: dict | None = N
                                    next((a for a in typing.get_args(hint) if typing.get_origin(a) is list), hint))
             kind = item[0] if list in kinds and item else str if str in kinds else int if int in kinds \
                 else float if float in kinds else str
-            kw["type"] = kind
+            kw["type"] = m.get("parse") or kind
             if m.get("repeat"):
                 kw["action"] = "append"
             elif list in kinds:
