@@ -16,19 +16,8 @@ import sys
 from pathlib import Path
 
 from ..compare import add_compare_args  # compare.py imports no torch at module level
-from ..options import renamed
-from .sweep import POPGYM_EASY
-from .sweep import TORSOS as SWEEP_TORSOS  # sweep.py imports no torch at module level
-
-TORSOS = "gtrxl | trxl_i | transformer_xl | lstm | gru (or any member with XL memory)"
-DEFAULTS = {"lr": 5e-4, "n_envs": 32, "rollout": 64, "epochs": 4, "minibatches": 2, "d_model": 64, "layers": 2,
-            "heads": 4, "mem_len": 64}
-# flag -> where a run's config keeps it: (section, key); "task_params" is data.task_params
-SAVED = {"env": ("data", "task"), "member": ("member", None), "seed": ("train", "seed"), "lr": ("train", "lr"),
-         "n_envs": ("task_params", "n_envs"), "rollout": ("task_params", "rollout"),
-         "epochs": ("task_params", "epochs"), "minibatches": ("task_params", "minibatches"),
-         "d_model": ("model", "d_model"), "layers": ("model", "n_layers"), "heads": ("model", "n_heads"),
-         "mem_len": ("model", "mem_len"), "gate_bias": ("model", "gate_bias")}
+from ..settings.schema import add_flags
+from .settings import DEFAULTS, SAVED, Eval, Run, Sweep, Table, Train  # no torch at module level
 
 
 def add_parser(sub) -> None:
@@ -37,76 +26,24 @@ def add_parser(sub) -> None:
                                     "family stack with XL memory or an LSTM/GRU, on the shared training loop.")
     rsub = rl.add_subparsers(dest="rl_command", metavar="COMMAND")
     p = rsub.add_parser("train", help="train a policy")
-    p.add_argument("--env", help="gymnasium id, e.g. popgym-RepeatFirstEasy-v0")
-    p.add_argument("--member", help=f"torso: {TORSOS} (default gtrxl)")
-    p.add_argument("--steps", type=int, help="environment steps (at least one rollout: n_envs x rollout)")
-    p.add_argument("--seed", type=int, help="default 0")
-    p.add_argument("--out", metavar="DIR", help="run directory (default runs/rl/<env>-<member>-s<seed>)")
-    p.add_argument("--resume", metavar="DIR", help="continue the run in DIR exactly (--steps: a new total)")
-    _run_settings(p)
-    p.add_argument("--gate-bias", type=float, metavar="B_G",
-                   help="the residual gate's b_g (gtrxl: default 2; 0 is the paper's ablation)")
-    p.add_argument("--json", action="store_true", help="print the result as JSON")
+    add_flags(p, Train, overrides=True)  # rl/train.py checks them; --resume tells given from default
+    add_flags(p, Run, overrides=True)
     p.set_defaults(func=_train)
-
     s = rsub.add_parser("sweep", help="every (env, torso, seed) run of a comparison; resumable",
                         description="Train each run in OUT/<env>/<label>-s<seed>; a finished run is skipped, "
                                     "a killed one resumes from its checkpoint (run the same command again).")
-    s.add_argument("--envs", nargs="+", default=list(POPGYM_EASY), metavar="ENV",
-                   help="gymnasium ids (default: the five POPGym Easy tasks)")
-    s.add_argument("--members", nargs="+", default=list(SWEEP_TORSOS), metavar="TORSO",
-                   help="torsos: a member or MEMBER:gate_bias=X (label MEMBER_bgX); default: "
-                        + " ".join(SWEEP_TORSOS))
-    s.add_argument("--seeds", type=int, default=3, help="trials per (env, torso): seeds 0..N-1")
-    s.add_argument("--steps", type=int, required=True, help="environment steps per run")
-    s.add_argument("--out", required=True, metavar="DIR")
-    s.add_argument("--jobs", type=int, default=1, help="runs in parallel processes")
-    s.add_argument("--threads", type=int, help="torch threads per run (default: cores / jobs when --jobs > 1)")
-    s.add_argument("--shard", metavar="I/N", help="only every N-th run, from the I-th (0-based)")
-    s.add_argument("--dry-run", action="store_true", help="list the runs and their status, train nothing")
-    _run_settings(s)
+    add_flags(s, Sweep)
+    add_flags(s, Run, overrides=True)
     s.set_defaults(func=_sweep)
-
     t = rsub.add_parser("table", help="MMER table (markdown, CSV, JSON) and curves of a sweep directory")
-    t.add_argument("dir", metavar="DIR")
-    t.add_argument("--out", metavar="DIR", help="where to write (default: DIR)")
-    t.add_argument("--baselines", metavar="JSON", help="published rows to print beside ours (see rl/table.py)")
-    t.add_argument("--reach", type=float, metavar="RETURN",
-                   help="add the env steps until the batch-mean return first reached RETURN")
-    t.add_argument("--json", action="store_true")
+    add_flags(t, Table)
     t.set_defaults(func=_table)
-
     e = rsub.add_parser("eval", help="mean return of a trained run over N episodes")
-    e.add_argument("run", metavar="RUN")
-    e.add_argument("--episodes", type=int, default=32)
-    e.add_argument("--seed", type=int, help="evaluation seed (default: the run's)")
-    e.add_argument("--json", action="store_true")
+    add_flags(e, Eval)
     e.set_defaults(func=_eval)
-
     c = rsub.add_parser("compare", help="alias of `tfamily compare`: final metrics in a table, curves in one PNG")
     add_compare_args(c, default_out="runs/rl/curves.png")
     rl.set_defaults(func=lambda args: rl.print_help() or 2)
-
-
-def _run_settings(p) -> None:
-    """Rollout, PPO, torso and loop options shared by train and sweep."""
-    p.add_argument("--time", metavar="DUR", help="wall-clock budget (per run), e.g. 5m")
-    renamed(p, "--time", "--time-budget")
-    # Defaults are filled in by _shared, so a resumed run can tell a given flag from a default.
-    p.add_argument("--lr", type=float, help=f"default {DEFAULTS['lr']}")
-    p.add_argument("--n-envs", type=int, help=f"default {DEFAULTS['n_envs']}")
-    p.add_argument("--rollout", type=int, help=f"steps per environment per rollout (default {DEFAULTS['rollout']})")
-    p.add_argument("--epochs", type=int, help=f"default {DEFAULTS['epochs']}")
-    p.add_argument("--minibatches", type=int, help=f"default {DEFAULTS['minibatches']}")
-    p.add_argument("--d-model", type=int, help=f"default {DEFAULTS['d_model']}")
-    p.add_argument("--layers", type=int, help=f"default {DEFAULTS['layers']}")
-    p.add_argument("--heads", type=int, help=f"default {DEFAULTS['heads']}")
-    p.add_argument("--mem-len", type=int, help=f"default {DEFAULTS['mem_len']}")
-    p.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE",
-                   help="other rl settings: clip, vf_coef, ent_coef, gamma, lam, eval_episodes")
-    p.add_argument("--ckpt-every", type=int, metavar="UPDATES",
-                   help="checkpoint every this many PPO updates (default: every 10 rollouts)")
-    p.add_argument("--no-progress", action="store_true")
 
 
 def _settings(items: list[str]) -> dict:
@@ -134,7 +71,7 @@ def _resume_overrides(args) -> dict:
         raise ValueError(f"--resume continues in the run's own directory {run}; drop --out {args.out} (to branch "
                          f"a run, copy its directory and resume the copy)")
     given = {k: getattr(args, k) for k in SAVED if getattr(args, k) is not None}
-    given.update(_settings(args.set))
+    given.update(_settings(args.set or []))
     for key, value in given.items():
         section, name = SAVED.get(key, ("task_params", key))
         if section == "task_params" and name not in cfg["data"]["task_params"]:
@@ -204,7 +141,7 @@ def _given(args, name: str):
 
 def _shared(args) -> tuple[dict, dict]:
     settings = {k: _given(args, k) for k in ("n_envs", "rollout", "epochs", "minibatches")}
-    settings.update(_settings(args.set))
+    settings.update(_settings(args.set or []))
     torso = {"d_model": _given(args, "d_model"), "n_layers": _given(args, "layers"),
              "n_heads": _given(args, "heads"), "mem_len": _given(args, "mem_len")}
     return settings, torso
