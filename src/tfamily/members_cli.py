@@ -3,19 +3,26 @@ two members differ (``family.diff``)."""
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 
 from .numbers import cut
+from .settings.schema import add_flags, setting
+
+
+@dataclass
+class Settings:
+    """`tfamily members [NAME...]`."""
+    names: list[str] = setting([], positional="NAME", help="tour these members: per axis, the class implementing "
+                               "the choice and the paper's equation or section (default: list all members)")
+    json: bool = setting(False, flag=True, help="print a JSON list (with NAME: each row has its tour)")
+    diff: str | None = setting(None, flag=True, metavar="OTHER", help="with one NAME: the spec fields in which NAME "
+                               "and OTHER differ, and the paper behind each")
 
 
 def add_parser(sub) -> None:
     p = sub.add_parser("members", help="list the family members and their choices on each axis; "
                                           "with NAME, a reading tour of that member")
-    p.add_argument("names", nargs="*", metavar="NAME",
-                   help="tour these members: per axis, the class implementing the choice and the paper's "
-                        "equation or section (default: list all members)")
-    p.add_argument("--json", action="store_true", help="print a JSON list (with NAME: each row has its tour)")
-    p.add_argument("--diff", metavar="OTHER", default=None,
-                   help="with one NAME: the spec fields in which NAME and OTHER differ, and the paper behind each")
+    add_flags(p, Settings)
     p.set_defaults(func=_members)
 
 

@@ -20,10 +20,12 @@ import tempfile
 import urllib.error
 import urllib.request
 import zipfile
+from dataclasses import dataclass
 from pathlib import Path
 
 from tqdm import tqdm
 
+from ..settings.schema import add_flags, setting
 from .paths import ENV_VAR, DataNotFoundError, cache_dir, find_file
 from .sources import DATASETS, Dataset
 
@@ -178,12 +180,19 @@ def _extract(ds: Dataset, archive: str, new_tmp, progress: bool) -> tuple[str, i
     return md5, size, out_path
 
 
+@dataclass
+class Settings:
+    """`tfamily download NAME...`."""
+    names: list[str] = setting([], positional="NAME", nargs="+", help=f"one or more of {sorted(DATASETS)}")
+    data_dir: str | None = setting(None, flag=True,
+                                   help=f"target directory (default: ${ENV_VAR} if writable, else the cache)")
+    force: bool = setting(False, flag=True, help="download even if the file is already present")
+    no_progress: bool = setting(False, flag=True, help="hide the progress bar")
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The options of `tfamily download`."""
-    parser.add_argument("names", nargs="+", metavar="NAME", help=f"one or more of {sorted(DATASETS)}")
-    parser.add_argument("--data-dir", default=None, help=f"target directory (default: ${ENV_VAR} if writable, else the cache)")
-    parser.add_argument("--force", action="store_true", help="download even if the file is already present")
-    parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    add_flags(parser, Settings)
 
 
 def run(args: argparse.Namespace) -> int:

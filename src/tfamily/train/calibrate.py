@@ -38,6 +38,7 @@ import torch
 from ..data.paths import cache_dir
 from ..files import write_atomic
 from ..hardware import cores, cpu_has_bf16, cpu_model, load_average
+from ..settings.schema import add_flags, setting
 from ..textload import load_json
 
 SEQ, LAYERS, VOCAB = 128, 2, 65   # the reference model: a character GPT of 2 layers over 128 tokens
@@ -237,17 +238,23 @@ def settle(d_model: int, notes: list[str]) -> Calibration | None:
 
 
 # -- `tfamily calibrate` -------------------------------------------------------------------------
+@dataclass
+class Settings:
+    """`tfamily calibrate`."""
+    width: list[int] | None = setting(None, flag=True, repeat=True, metavar="D", check=False,  # _calibrate says
+                                      help="model width (d_model) to calibrate; repeatable (default: the widths "
+                                           "already kept, else 128, 256 and 512)")
+    force: bool = setting(False, flag=True,
+                          help="keep the calibration even when the load average is at least one per core")
+    json: bool = setting(False, flag=True, help="print one JSON object per width")
+    debug: bool = setting(False, flag=True, help="show tracebacks instead of one-line errors")
+
+
 def add_parser(sub) -> None:
     p = sub.add_parser("calibrate", help="measure this machine's default training threads and precision again",
                        description="Time a reference model at {1, all cores} x {fp32, bf16} for each width and "
                                    "keep the fastest as the default of train.threads/train.precision (machine).")
-    p.add_argument("--width", type=int, action="append", metavar="D",
-                   help="model width (d_model) to calibrate; repeatable (default: the widths already kept, "
-                        "else 128, 256 and 512)")
-    p.add_argument("--force", action="store_true",
-                   help="keep the calibration even when the load average is at least one per core")
-    p.add_argument("--json", action="store_true", help="print one JSON object per width")
-    p.add_argument("--debug", action="store_true", help="show tracebacks instead of one-line errors")
+    add_flags(p, Settings)
     p.set_defaults(func=_calibrate)
 
 
