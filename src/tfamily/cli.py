@@ -22,6 +22,8 @@ COMMANDS = {
     "train": ("tfamily.train.cli", "train a member on a corpus or synthetic task (YAML/TOML config + key=value)"),
     "eval": ("tfamily.train.cli", "evaluate a checkpoint on held-out data"),
     "generate": ("tfamily.train.cli", "sample text from a checkpoint"),
+    "predict": ("tfamily.train.predict_cli", "label texts with a trained classifier: each text's label and "
+                                             "probabilities (--json for JSON)"),
     "demo": ("tfamily.train.cli", "train a small character GPT on Tiny Shakespeare (~5 min on 2 cores), "
                                   "print validation bpc and a sample"),
     "export": ("tfamily.export_cli", "export a trained model as ONNX, TorchScript, a torch.export program "

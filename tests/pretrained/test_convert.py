@@ -108,3 +108,14 @@ def test_converted_run_evaluates_on_a_text_file(hf_dir, tmp_path, capsys):
     assert cli.main(["eval", str(out), "--max-tokens", "256", "--json"]) == 0
     result = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert result["steps"] == 0 and 0 < result["eval_tokens"] <= 256 and result["val_loss"] > 0
+    assert result["corpus"] == str(text) and result["split"] == "val"
+    # without --corpus the run has no corpus of its own: eval asks for --data, which scores the same text
+    bare = tmp_path / "bare"
+    assert cli.main(["convert", str(d), "--out", str(bare), "--seq-len", "32"]) == 0
+    capsys.readouterr()
+    assert cli.main(["eval", str(bare), "--max-tokens", "256"]) == 2
+    err = capsys.readouterr().err
+    assert "carries no training corpus" in err and "--data CORPUS|FILE|DIR" in err and err.count("\n") == 1
+    assert cli.main(["eval", str(bare), "--max-tokens", "256", "--json", "--data", str(text)]) == 0
+    given = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert given["corpus"] == str(text) and given["val_loss"] == result["val_loss"]

@@ -46,13 +46,14 @@ def test_eval_json_on_the_test_split(run_dir, capsys):
     assert cli.main(["eval", str(run_dir), "--split", "test", "--max-tokens", "1024", "--json"]) == 0
     r = _last_json(capsys.readouterr().out)
     assert {"member", "params", "steps", "tokens", "train_loss", "test_loss", "test_bpc", "test_acc"} <= set(r)
-    assert r["split"] == "test" and r["eval_tokens"] == 1024 and r["steps"] == 12
+    assert r["split"] == "test" and r["corpus"] == "tinyshakespeare" and r["eval_tokens"] == 1024 and r["steps"] == 12
     assert math.isfinite(r["test_loss"]) and not [k for k in r if k.startswith("val_")]  # named after its split
     # Tiny Shakespeare's convention has no test split: the number is its validation text's, and says so
     assert r["split_note"] == "tinyshakespeare has no test split; this is its validation split"
     assert cli.main(["eval", str(run_dir), "--split", "test", "--max-tokens", "1024"]) == 0
     out = capsys.readouterr().out
-    assert "on the test split (tinyshakespeare has no test split" in out and "test_loss" in out and "val_" not in out
+    assert "on the test split of tinyshakespeare (tinyshakespeare has no test split" in out
+    assert "test_loss" in out and "val_" not in out
     assert cli.main(["eval", str(run_dir), "--max-tokens", "1024", "--json"]) == 0
     assert _last_json(capsys.readouterr().out)["split_note"] is None  # the validation split needs no note
 

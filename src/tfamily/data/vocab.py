@@ -20,7 +20,7 @@ from ..numbers import cut
 from .ids import check_range, ids_to_numpy
 from .tokenizer import TokenizerVocab
 
-__all__ = ["ByteVocab", "CharVocab", "vocab_from_json"]
+__all__ = ["ByteVocab", "CharVocab", "OutsideVocabulary", "vocab_from_json"]
 
 
 class ByteVocab:
@@ -68,6 +68,18 @@ class ByteVocab:
 
     def __repr__(self) -> str:
         return "ByteVocab(size=256)"
+
+
+class OutsideVocabulary(ValueError):
+    """Text holds characters a ``CharVocab`` lacks: ``char`` the first (at character ``index`` of the
+    text), ``count`` of them in all; a reader that knows the text's file names it (``tfamily eval --data``)."""
+
+    def __init__(self, char: str, index: int, count: int, size: int):
+        self.char, self.index, self.count, self.size = char, index, count, size
+        more = f"; {count:,} characters of the text are outside it, the first at character {index:,}" \
+            if count > 1 else ""
+        super().__init__(f"character {char!r} (U+{ord(char):04X}) is not in this {size}-character vocabulary{more}; "
+                         f"build the vocabulary from a text that contains it, or use ByteVocab")
 
 
 class CharVocab:
@@ -121,11 +133,8 @@ class CharVocab:
         pos_c = np.minimum(pos, self.size - 1)
         known = self._sorted_cps[pos_c] == cps
         if not known.all():
-            bad = chr(int(cps[np.argmin(known)]))
-            raise ValueError(
-                f"character {bad!r} (U+{ord(bad):04X}) is not in this {self.size}-character vocabulary; "
-                "build the vocabulary from a text that contains it, or use ByteVocab"
-            )
+            first = int(np.argmin(known))
+            raise OutsideVocabulary(chr(int(cps[first])), first, int((~known).sum()), self.size)
         return self._sorted_ids[pos_c].astype(self.dtype)
 
     def encode(self, text: str) -> torch.Tensor:

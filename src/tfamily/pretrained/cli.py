@@ -5,9 +5,10 @@ directory, which `tfamily eval` and `tfamily generate` read like a trained one.
     tfamily generate runs/gpt2 --prompt "Hello" --tokens 40 --greedy
 
 The run holds one checkpoint at step 0: the weights, the spec, the tokenizer (from the
-directory's tokenizer.json, when there is one) and a config whose data section names the
-corpus `tfamily eval` scores (``--corpus``, ``--seq-len``). Everything is checked before
-anything is written.
+directory's tokenizer.json, when there is one) and a config whose data section holds the
+context length (``--seq-len``) and, only when ``--corpus`` names one, a corpus for `tfamily eval`;
+without it the run has no training corpus and `tfamily eval RUN --data CORPUS` names what to
+score. Everything is checked before anything is written.
 """
 from __future__ import annotations
 
@@ -48,7 +49,7 @@ def _corpus(corpus: str | None) -> str | None:
     return str(path.resolve())
 
 
-def convert(src: str | Path, out: str | Path, *, dtype: str = "fp32", corpus: str | None = "tinyshakespeare",
+def convert(src: str | Path, out: str | Path, *, dtype: str = "fp32", corpus: str | None = None,
             seq_len: int | None = None) -> Path:
     """Write the checkpoint directory ``src`` as the run directory ``out``; returns the checkpoint."""
     import torch

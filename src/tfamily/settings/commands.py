@@ -1,4 +1,4 @@
-"""The own settings of `tfamily train`, `eval`, `generate` and `demo` (a run's settings are
+"""The own settings of `tfamily train`, `eval`, `generate`, `predict` and `demo` (a run's settings are
 ``run.Config``; `train` adds its flagged fields, ``--steps`` and the rest, as overrides)."""
 from __future__ import annotations
 
@@ -30,6 +30,10 @@ class Train:
 class Eval:
     """`tfamily eval DIR`."""
     checkpoint: str = setting(None, positional="DIR", help="run directory or checkpoint directory")
+    data: str | None = setting(None, flag=True, metavar="CORPUS|FILE|DIR",
+                               help="score this instead of the run's own corpus, with the run's vocabulary: a corpus "
+                                    "name, a text file, a labelled CSV/JSONL (a classifier) or a `tfamily data "
+                                    "prepare` folder (a converted checkpoint has no corpus of its own)")
     split: str = setting("val", flag=True, choices=("val", "test"))
     max_tokens: int | None = setting(None, flag=True, lo=1, help="score at most this many tokens (default: the whole split)")
     batch_size: int | None = setting(None, flag=True, lo=1)
@@ -65,6 +69,20 @@ class Generate:
     device: str = setting("auto", flag=True)
     threads: int | None = setting(None, flag=True, lo=1, metavar="N", help=THREADS)
     debug: bool = setting(False, flag=True, help=argparse.SUPPRESS)
+
+
+@dataclass
+class Predict:
+    """`tfamily predict DIR` (a classifier's labels)."""
+    checkpoint: str = setting(None, positional="DIR", help="run directory or checkpoint directory of a classifier")
+    text: list[str] | None = setting(None, flag=True, metavar="T", help="texts to label (one or more)")
+    file: str | None = setting(None, flag=True, metavar="F",
+                               help="texts to label: one per line, or a CSV/JSONL's text column")
+    batch_size: int = setting(64, flag=True, lo=1, help="texts per forward pass")
+    device: str = setting("auto", flag=True)
+    threads: int | None = setting(None, flag=True, lo=1, metavar="N", help=THREADS)
+    json: bool = setting(False, flag=True, help="print one JSON object: each text's label and probabilities")
+    debug: bool = setting(False, flag=True, help=DEBUG)
 
 
 @dataclass
@@ -110,7 +128,8 @@ class Convert:
     out: str = setting(None, flag=True, required=True, metavar="OUT",
                        help="the tfamily run directory to write (must not exist)")
     dtype: str = setting("fp32", flag=True, choices=DTYPES, help="the weights' precision in the run")
-    corpus: str = setting("tinyshakespeare", flag=True, help="the corpus (a name or a text file) `tfamily eval` scores")
+    corpus: str | None = setting(None, flag=True, help="the corpus (a name or a text file) `tfamily eval` scores "
+                                                     "unless given --data (default: none; eval then asks for --data)")
     seq_len: int | None = setting(None, flag=True, lo=1,
                                   help="context length for eval and generate (default: the model's, at most 1024)")
     debug: bool = setting(False, flag=True, help=DEBUG)

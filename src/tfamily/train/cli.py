@@ -3,6 +3,7 @@
     tfamily train -c demo model.depth.n_layers=6 train.lr=2e-3 --steps 2000 --json
     tfamily train --resume runs/train/demo --steps 4000
     tfamily eval runs/train/demo --split test --json
+    tfamily eval runs/gpt2 --data my_text.txt
     tfamily generate runs/train/demo --prompt "ROMEO:" --tokens 400
     torchrun --standalone --nproc_per_node=2 -m tfamily.cli train -c demo
 """
@@ -138,10 +139,10 @@ def _eval(args) -> int:
     tr = load_trained(args.checkpoint, args.device)
     result = evaluate_trained(tr, split=args.split, max_tokens=args.max_tokens, batch_size=args.batch_size,
                               precision=args.precision, data_dir=args.data_dir, mem_len=args.mem_len,
-                              threads=args.threads)
+                              threads=args.threads, data=args.data)
     note = f" ({result['split_note']})" if result.get("split_note") else ""
-    _print_result(result, args.json, f"{result['name']} at step {result['steps']} on the {args.split} split{note}",
-                  args.split)
+    _print_result(result, args.json, f"{result['name']} at step {result['steps']} on the {args.split} split of "
+                                     f"{result['corpus']}{note}", args.split)
     loss = result[f"{args.split}_loss"]
     if not math.isfinite(loss):
         print(f"tfamily eval: error: the {args.split} loss is not finite ({loss}); the weights "

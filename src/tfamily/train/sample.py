@@ -13,6 +13,7 @@ from torch import nn
 
 from ..build import build
 from ..data import vocab_from_json
+from ..data.vocab import OutsideVocabulary
 from ..models.generate import check_left_padding, left_pad
 from ..models.generate import stream as stream_tokens
 from ..spec import Spec
@@ -21,6 +22,7 @@ from ..numbers import check_int
 from . import checkpoint, finetune
 from .config import from_dict
 from .device import resolve_device, resolve_precision
+from .eval_data import outside, scored_config
 from .evaluate import evaluate
 from .resolve import stream
 from .tasks import make_task
@@ -93,19 +95,24 @@ def run_threads(meta: dict, device: torch.device, threads: int | None = None):
 
 def evaluate_trained(tr: Trained, *, split: str = "val", max_tokens: int | None = None, batch_size: int | None = None,
                      precision: str = "auto", data_dir=None, mem_len: int | None = None,
-                     threads: int | None = None) -> dict:
-    """Evaluate a trained model on ``split`` of the data it was trained on (read from the data
-    directory the run used unless ``data_dir`` says otherwise); the metrics are ``<split>_loss``,
-    ``<split>_bpc``, ``<split>_ppl`` and ``<split>_acc``. ``threads``: torch threads (default: the run's)."""
-    cfg = from_dict(tr.meta["config"])
+                     threads: int | None = None, data: str | None = None) -> dict:
+    """Evaluate a trained model on ``split`` of the data it was trained on, or of ``data`` (a corpus
+    name, a text file, a labelled file for a classifier, a prepared folder: ``eval_data.py``), read
+    with the run's vocabulary from the data directory the run used unless ``data_dir`` says
+    otherwise; the metrics are ``<split>_loss``, ``<split>_bpc``, ``<split>_ppl`` and ``<split>_acc``,
+    beside ``corpus`` and ``split``. ``threads``: torch threads (default: the run's)."""
+    cfg = from_dict(scored_config(tr.meta, tr.vocab, tr.spec.model, tr.path, data))
     data_dir = data_dir if data_dir is not None else tr.meta.get("data_dir")
     cfg.data.eval_split = split
     cfg.data.download = False
     if cfg.data.stream is None:  # a config written without the trainer: the member decides, as in training
         cfg.data.stream, _ = stream(cfg, tr.spec.to_dict())
     dev = next(tr.model.parameters()).device
-    task = make_task(cfg.data, cfg.train.batch_size, seed=cfg.train.seed, data_dir=data_dir, vocab=tr.vocab,
-                     objective=tr.spec.objective.name)
+    try:
+        task = make_task(cfg.data, cfg.train.batch_size, seed=cfg.train.seed, data_dir=data_dir, vocab=tr.vocab,
+                         objective=tr.spec.objective.name, labels=(tr.meta.get("data") or {}).get("labels"))
+    except OutsideVocabulary as e:  # only --data can hold characters the run's own corpus lacked
+        raise outside(e, cfg.data.corpus, tr.vocab) from None
     t0 = time.perf_counter()
     with run_threads(tr.meta, dev, threads):
         used = torch.get_num_threads()
@@ -121,7 +128,8 @@ def evaluate_trained(tr: Trained, *, split: str = "val", max_tokens: int | None 
             "tokens_per_s": e["tokens"] / max(wall, 1e-9), "threads": used,
             "train_loss": tr.meta["metrics"]["train_loss"],
             # named after the split scored, so a test-split number never reads as a validation one
-            "split": split, "eval_tokens": e["tokens"], f"{split}_loss": e["loss"], f"{split}_bpc": e.get("bpc"),
+            "corpus": cfg.data.corpus or cfg.data.task, "split": split, "eval_tokens": e["tokens"],
+            f"{split}_loss": e["loss"], f"{split}_bpc": e.get("bpc"),
             f"{split}_ppl": e["ppl"], f"{split}_acc": e["acc"], "mem_len": mem_len, "checkpoint": str(tr.path),
             "split_note": getattr(task, "split_note", None)}
 

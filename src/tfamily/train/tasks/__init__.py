@@ -13,11 +13,12 @@ from .text import TextTask
 
 
 def make_task(cfg: DataConfig, batch_size: int, *, seed: int, rank: int = 0, world_size: int = 1,
-              data_dir=None, vocab=None, objective: str | None = None) -> Task:
+              data_dir=None, vocab=None, objective: str | None = None, labels: list[str] | None = None) -> Task:
     """The task a ``data`` config describes, with ``batch_size`` rows per rank. A synthetic
     task for an encoder-decoder (``objective`` 'seq2seq') comes as source/target pairs, as does
     the GCIDE reverse dictionary (``data.task=reverse_dictionary``, read from ``data_dir``); a ``.csv`` or
-    ``.jsonl`` corpus is a labelled text file for a classifier (``labelled.py``)."""
+    ``.jsonl`` corpus is a labelled text file for a classifier (``labelled.py``), whose labels must be
+    among ``labels`` when given (a trained run's)."""
     kw = dict(seed=seed, rank=rank, world_size=world_size)
     if cfg.task == REVERSE_DICTIONARY:
         if objective not in (None, "seq2seq"):
@@ -28,7 +29,7 @@ def make_task(cfg: DataConfig, batch_size: int, *, seed: int, rank: int = 0, wor
     if cfg.task is not None:
         return (PairTask if objective == "seq2seq" else SyntheticTask)(cfg, batch_size, **kw)
     if labelled.is_labelled(cfg.corpus):  # a user's CSV/JSONL of text and label: classification
-        return labelled.make(cfg, batch_size, seed=seed, vocab=vocab)
+        return labelled.make(cfg, batch_size, seed=seed, vocab=vocab, labels=labels)
     if objective == "seq2seq":
         raise ValueError(f"the encoder-decoder (objective 'seq2seq') trains on source/target pairs; set "
                          f"data.task to copy, reverse or addition instead of data.corpus={cfg.corpus!r}, or pre-train it on "

@@ -4,8 +4,12 @@
 - Labels: the distinct values of ``label`` (as text), sorted (numbers by value), are the class ids
   0..k-1; the list is kept in every checkpoint and checked when the run resumes.
 - Split: a ``split`` column (``train``, ``val``/``validation``/``dev``, ``test``) decides each
-  row's; without one, a fixed permutation (the same for every seed) holds out a tenth of the
-  rows (at least one) for validation, and there is no test split.
+  row's; without one, a fixed permutation (the same for every seed) holds out a tenth of the rows
+  (at least one), its first half for validation and the rest for test: 90/5/5, as a text file is
+  split. The training rows are the ones a held-out tenth left before the test half existed, so a run
+  trained then is scored on rows it never saw; a file under 20 rows has no test row.
+- Labels of a file scored by a trained run (``tfamily eval RUN --data FILE``): the run's, by id; a
+  label the run was not trained on is refused.
 - Tokens: the run's vocabulary (an imported tokenizer.json, a checkpoint's, else bytes), with the
   special tokens a tokenizer adds itself (BERT's ``[CLS] text [SEP]``), cut to ``data.seq_len``
   and right-padded to the longest row; ``key_padding`` is True on real tokens.
@@ -18,6 +22,7 @@ import numpy as np
 import torch
 
 from ...data import ByteVocab, CharVocab
+from ...data.vocab import OutsideVocabulary
 from ...data.tokenizer import TokenizerVocab
 from ...textload import read_csv, read_jsonl
 from ...settings.run import DataConfig
@@ -77,17 +82,56 @@ def encode(vocab, text: str) -> list[int]:
 
 
 def assign(rows: list[dict]) -> list[str]:
-    """Each row's split: its ``split`` column, else a tenth held out by a fixed permutation."""
+    """Each row's split: its ``split`` column, else a tenth held out by a fixed permutation, its
+    first half (rounded up) validation, the rest test."""
     if any(r.get("split") not in (None, "") for r in rows):
         return [SPLITS[str(r.get("split") or "train").lower()] for r in rows]
-    held = set(np.random.default_rng(0).permutation(len(rows))[:max(1, len(rows) // 10)].tolist())
-    return ["val" if i in held else "train" for i in range(len(rows))]
+    held = np.random.default_rng(0).permutation(len(rows))[:max(1, len(rows) // 10)].tolist()
+    out = ["train"] * len(rows)
+    for k, i in enumerate(held):
+        out[i] = "val" if k < (len(held) + 1) // 2 else "test"
+    return out
 
 
-def make(cfg: DataConfig, batch_size: int, *, seed: int = 0, vocab=None) -> ClassifyTask:
+def _no_rows(path: Path, split: str, rows: list[dict]) -> ValueError:
+    if split == "test" and not any(r.get("split") not in (None, "") for r in rows):
+        return ValueError(f"{path} has {len(rows)} rows and no split column: too few for a test split (a tenth of "
+                          f"the rows is held out, half of it for test: 20 rows or more); add rows, add a split column "
+                          f"marking the test rows (split=test), or score --split val")
+    return ValueError(f"{path} has no {split} rows; mark some with split={split} (or drop the split column)")
+
+
+def _run_labels(path: Path, rows: list[dict], labels: list[str]) -> list[str]:
+    """The run's ``labels``, after checking that the file's rows hold no other."""
+    known = set(labels)
+    for i, r in enumerate(rows, 2 if path.suffix.lower() == ".csv" else 1):
+        if str(r["label"]) not in known:
+            raise ValueError(f"{path} row {i} has label {str(r['label'])[:80]!r}, which the run was not trained on "
+                             f"(its labels: {', '.join(labels)}); score a file whose labels are the run's")
+    return list(labels)
+
+
+def _encode_all(vocab, texts: list[str], path: Path) -> list[list[int]]:
+    try:
+        return [encode(vocab, t) for t in texts]
+    except OutsideVocabulary as e:  # the first row's error: count the whole file's
+        known = set(vocab.chars)
+        bad = [c for t in texts for c in t if c not in known]
+        raise ValueError(f"{path} holds {len(bad):,} characters outside the run's {e.size}-character vocabulary, the "
+                         f"first {bad[0]!r} (U+{ord(bad[0]):04X}); score text written in the run's characters, or "
+                         f"train a run with data.vocab=byte, which reads any text") from None
+
+
+def make(cfg: DataConfig, batch_size: int, *, seed: int = 0, vocab=None, labels: list[str] | None = None
+         ) -> ClassifyTask:
+    """The task of the labelled file ``cfg.corpus``; ``labels``: a trained run's, which the file's must be among."""
     path = Path(cfg.corpus).expanduser()
     rows = read_rows(path)
-    labels = sorted({str(r["label"]) for r in rows}, key=_label_key)
+    labels_given = labels is not None
+    if labels_given:
+        labels = _run_labels(path, rows, labels)
+    else:
+        labels = sorted({str(r["label"]) for r in rows}, key=_label_key)
     if len(labels) < 2:
         raise ValueError(f"{path} has one label ({labels}); a classifier needs at least two")
     if len(rows) >= LABEL_CHECK_ROWS and len(labels) > UNIQUE_LABELS * len(rows):
@@ -96,7 +140,7 @@ def make(cfg: DataConfig, batch_size: int, *, seed: int = 0, vocab=None) -> Clas
                          f"put each row's class in 'label' (e.g. pos, neg)")
     if vocab is None:
         vocab = CharVocab.from_text("".join(r["text"] for r in rows)) if cfg.vocab == "char" else ByteVocab()
-    ids = [encode(vocab, r["text"])[:cfg.seq_len] or [0] for r in rows]
+    ids = [row[:cfg.seq_len] or [0] for row in _encode_all(vocab, [r["text"] for r in rows], path)]
     n = max(map(len, ids))
     x = torch.zeros(len(rows), n, dtype=torch.long)
     real = torch.zeros(len(rows), n, dtype=torch.bool)
@@ -106,9 +150,9 @@ def make(cfg: DataConfig, batch_size: int, *, seed: int = 0, vocab=None) -> Clas
     y = torch.tensor([index[str(r["label"])] for r in rows])
     split = np.array(assign(rows))
     parts = {s: torch.from_numpy(np.flatnonzero(split == s)) for s in ("train", "val", "test")}
-    for s, need in (("train", 1), (cfg.eval_split, 1)):
+    for s, need in (("train", 0 if labels_given else 1), (cfg.eval_split, 1)):  # a run scoring a file: no train rows
         if len(parts[s]) < need:
-            raise ValueError(f"{path} has no {s} rows; mark some with split={s} (or drop the split column)")
+            raise _no_rows(path, s, rows)
     train = parts["train"]
 
     def draw(b: int, g: torch.Generator) -> dict:
