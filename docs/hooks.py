@@ -1,4 +1,5 @@
-"""MkDocs hooks for `make docs` (named in mkdocs.yml; never imported by the library): the site is built from docs/ plus two sources that live outside it on purpose.
+"""MkDocs hooks for `make docs` (named in mkdocs.yml; kept out of the installed package, and out of
+the site by its ``exclude_docs``): the site is built from docs/ plus two sources that live outside it on purpose.
 
 README.md is the repository's front page and experiments/ is the lab (kept out of docs/ by design),
 yet the site should show both and check their links. No MkDocs plugin maps files from outside

@@ -1,6 +1,6 @@
 """Every extension point of tfamily: its registry, its Protocol, its folder, and what to write to add
 one. ``page()`` renders them, each with the names registered now, as the documentation's
-"Extension points" page (``docs_site.py`` generates it at build time), so a part, task or family
+"Extension points" page (``docs/hooks.py`` generates it at build time), so a part, task or family
 registered anywhere is listed there with no edit to the docs.
 """
 from __future__ import annotations
