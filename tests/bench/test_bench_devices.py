@@ -3,7 +3,6 @@ refused in one line without a GPU, and the CUDA meter measures in the order that
 figures right (checked with an injected stand-in for ``torch.cuda``, not by faking CUDA)."""
 from __future__ import annotations
 
-import argparse
 import importlib
 
 import pytest
@@ -19,7 +18,7 @@ BENCHES = ("lsh", "reversible", "xl-eval")
 
 
 def _args(module, argv):
-    p = argparse.ArgumentParser()
+    p = cli.Parser()  # a renamed option (xl-eval's --train-steps) needs the CLI's parser
     module.add_args(p)
     return p.parse_args(argv)
 

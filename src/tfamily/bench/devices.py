@@ -24,10 +24,6 @@ DEVICE_HELP = ("where to run: cpu, or cuda (the first GPU; time between CUDA eve
                "torch.cuda.max_memory_allocated)")
 
 
-def add_device_arg(p) -> None:
-    p.add_argument("--device", default="cpu", choices=DEVICES, help=DEVICE_HELP)
-
-
 def resolve(name: str) -> torch.device:
     """The device ``--device name`` asks for; CUDA is refused where there is none."""
     if name not in DEVICES:

@@ -26,6 +26,7 @@ import torch.nn.functional as F
 from .results import check_model_args, print_rows, write_rows
 from .train import _sync, flops_per_token
 from ..plotting import pyplot
+from ..settings.schema import add_flags, setting
 
 FIELDS = ["shape", "model", "precision", "best", "device", "threads", "params", "flops_per_token", "step_ms",
           "tokens_per_s", "model_gflops", "peak_gflops", "fraction_of_peak", "vs_tfamily", "steps", "d_model",
@@ -64,24 +65,30 @@ def parse_shape(text: str, vocab: int) -> Shape:
     return Shape(text, d, layers, heads, seq, batch, vocab)
 
 
+@dataclass
+class Settings:
+    """`tfamily bench peers`."""
+    shapes: list[str] = setting(list(SHAPES), flag=True,
+                                help="presets demo (d128 x4, seq 128, batch 4), bench (d256 x6, seq 256, batch 16), "
+                                     "large (d512 x8, seq 1024, batch 4), or D:LAYERS:HEADS:SEQ:BATCH")
+    skip_large: bool = setting(False, flag=True, help="leave out the large preset")
+    models: list[str] = setting(list(MODELS), flag=True, choices=MODELS + COMPILED,
+                                help="the compiled variants wrap the loss in torch.compile; their first step compiles "
+                                     "(tens of seconds) and is not timed")
+    precisions: list[str] | None = setting(None, flag=True, choices=("fp32", "bf16"), help="default: fp32 and bf16, "
+                                           "or fp32 alone on a CPU that emulates bf16 (about 30x slower)")
+    vocab: int = setting(256, flag=True)
+    rounds: int = setting(4, flag=True, help="alternation rounds")
+    steps: int = setting(3, flag=True, help="timed steps per cell per round")
+    matmul_size: int = setting(1024, flag=True)
+    device: str = setting("auto", flag=True)
+    threads: int = setting(0, flag=True, help="torch threads (0: torch's default)")
+    out: str = setting("runs/bench/peers", flag=True, help="directory for peers.json/.csv/.png")
+    json: bool = setting(False, flag=True, help="print the rows as a JSON list")
+
+
 def add_args(p) -> None:
-    p.add_argument("--shapes", nargs="+", default=list(SHAPES),
-                   help="presets demo (d128 x4, seq 128, batch 4), bench (d256 x6, seq 256, batch 16), "
-                        "large (d512 x8, seq 1024, batch 4), or D:LAYERS:HEADS:SEQ:BATCH")
-    p.add_argument("--skip-large", action="store_true", help="leave out the large preset")
-    p.add_argument("--models", nargs="+", default=list(MODELS), choices=MODELS + COMPILED,
-                   help="the compiled variants wrap the loss in torch.compile; their first step compiles "
-                        "(tens of seconds) and is not timed")
-    p.add_argument("--precisions", nargs="+", default=None, choices=["fp32", "bf16"],
-                   help="default: fp32 and bf16, or fp32 alone on a CPU that emulates bf16 (about 30x slower)")
-    p.add_argument("--vocab", type=int, default=256)
-    p.add_argument("--rounds", type=int, default=4, help="alternation rounds")
-    p.add_argument("--steps", type=int, default=3, help="timed steps per cell per round")
-    p.add_argument("--matmul-size", type=int, default=1024)
-    p.add_argument("--device", default="auto")
-    p.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
-    p.add_argument("--out", default="runs/bench/peers", help="directory for peers.json/.csv/.png")
-    p.add_argument("--json", action="store_true", help="print the rows as a JSON list")
+    add_flags(p, Settings)
 
 
 def _tfamily(s: Shape):

@@ -14,6 +14,7 @@ from __future__ import annotations
 import math
 import statistics
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
@@ -22,37 +23,45 @@ import torch.nn.functional as F
 from ..train.optim import WarmupCosine, param_groups
 from .results import check_model_args, print_rows, write_rows
 from ..plotting import pyplot
+from ..settings.schema import add_flags, setting
 
 MODELS = ("tfamily", "nanogpt", "hf-gpt2")
 FIELDS = ["model", "seed", "step", "train_loss", "val_loss", "train_s", "dropout", "d_model", "n_layers",
           "n_heads", "seq_len", "batch", "device", "precision"]
 
 
+@dataclass
+class Settings:
+    """`tfamily bench recipe`."""
+    models: list[str] = setting(list(MODELS), flag=True, choices=MODELS)
+    seeds: list[int] = setting([0, 1, 2], flag=True)
+    d_model: int = setting(128, flag=True)
+    layers: int = setting(4, flag=True)
+    heads: int = setting(4, flag=True)
+    seq_len: int = setting(128, flag=True)
+    batch: int = setting(16, flag=True)
+    steps: int = setting(800, flag=True)
+    dropout: float = setting(0.2, flag=True)
+    member_choices: str = setting("gpt2", flag=True, choices=("gpt2", "nanogpt"),
+                                  help="the tfamily member's model choices: gpt2 (biases, tanh GELU: the member's "
+                                       "own) or nanogpt (no biases, exact GELU: the flat peer's, so a step-time "
+                                       "ratio shows the member's overhead)")
+    lr: float = setting(1e-3, flag=True)
+    warmup: int = setting(100, flag=True)
+    weight_decay: float = setting(0.1, flag=True)
+    eval_every: int = setting(200, flag=True, help="steps between validation passes")
+    corpus: str = setting("tinyshakespeare", flag=True, help="a corpus name or a text file (character vocab)")
+    device: str = setting("cpu", flag=True)
+    precision: str = setting("fp32", flag=True, choices=("fp32", "bf16"), help="bf16: autocast")
+    compile: bool = setting(False, flag=True, help="torch.compile each model's loss; the compiling first step is "
+                                                   "not counted as training time")
+    threads: int = setting(1, flag=True, help="torch threads (0: torch's default)")
+    out: str = setting("runs/bench/recipe", flag=True, help="directory for recipe.json/.csv/.png")
+    json: bool = setting(False, flag=True, help="print the summary as a JSON list")
+
+
 def add_args(p) -> None:
-    p.add_argument("--models", nargs="+", default=list(MODELS), choices=MODELS)
-    p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
-    p.add_argument("--d-model", type=int, default=128)
-    p.add_argument("--layers", type=int, default=4)
-    p.add_argument("--heads", type=int, default=4)
-    p.add_argument("--seq-len", type=int, default=128)
-    p.add_argument("--batch", type=int, default=16)
-    p.add_argument("--steps", type=int, default=800)
-    p.add_argument("--dropout", type=float, default=0.2)
-    p.add_argument("--member-choices", default="gpt2", choices=["gpt2", "nanogpt"],
-                   help="the tfamily member's model choices: gpt2 (biases, tanh GELU: the member's own) or nanogpt "
-                        "(no biases, exact GELU: the flat peer's, so a step-time ratio shows the member's overhead)")
-    p.add_argument("--lr", type=float, default=1e-3)
-    p.add_argument("--warmup", type=int, default=100)
-    p.add_argument("--weight-decay", type=float, default=0.1)
-    p.add_argument("--eval-every", type=int, default=200, help="steps between validation passes")
-    p.add_argument("--corpus", default="tinyshakespeare", help="a corpus name or a text file (character vocab)")
-    p.add_argument("--device", default="cpu")
-    p.add_argument("--precision", default="fp32", choices=["fp32", "bf16"], help="bf16: autocast")
-    p.add_argument("--compile", action="store_true",
-                   help="torch.compile each model's loss; the compiling first step is not counted as training time")
-    p.add_argument("--threads", type=int, default=1, help="torch threads (0: torch's default)")
-    p.add_argument("--out", default="runs/bench/recipe", help="directory for recipe.json/.csv/.png")
-    p.add_argument("--json", action="store_true", help="print the summary as a JSON list")
+    add_flags(p, Settings)
 
 
 def build_model(name: str, vocab: int, args) -> torch.nn.Module:

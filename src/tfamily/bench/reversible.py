@@ -20,11 +20,13 @@ import argparse
 import json
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
-from .devices import add_device_arg, meter, resolve
+from .devices import DEVICE_HELP, DEVICES, meter, resolve
 from .procmem import worker_env
 from ..plotting import pyplot
+from ..settings.schema import add_flags, setting
 
 KINDS = {"reversible": {"depth.name": "reversible"},
          "standard": {"depth.name": "stack"},
@@ -33,21 +35,27 @@ FIELDS = ["kind", "n_layers", "activation_mb", "peak_train_mb", "param_mb", "ste
           "d_model", "kernel", "device"]
 
 
+@dataclass
+class Settings:
+    """`tfamily bench reversible`."""
+    depths: list[int] = setting([2, 4, 8, 12, 16, 24], flag=True)
+    kinds: list[str] = setting(["reversible", "standard"], flag=True, choices=list(KINDS))
+    seq_len: int = setting(1024, flag=True)
+    batch: int = setting(4, flag=True)
+    d_model: int = setting(256, flag=True)
+    heads: int = setting(4, flag=True)
+    kernel: str = setting("sdpa", flag=True, choices=("sdpa", "lsh"),
+                          help="lsh: shared-QK LSH attention (2 rounds, buckets of 64), as in the reformer member")
+    ff_chunks: int = setting(1, flag=True)
+    threads: int = setting(0, flag=True, help="torch threads (0: torch's default)")
+    device: str = setting("cpu", flag=True, choices=DEVICES, help=DEVICE_HELP)
+    out: str = setting("runs/bench/reversible", flag=True, help="directory for reversible.json/.csv/.png")
+    json: bool = setting(False, flag=True, help="print the rows as a JSON list")
+    worker: str | None = setting(None, flag=True, help=argparse.SUPPRESS)
+
+
 def add_args(p) -> None:
-    p.add_argument("--depths", type=int, nargs="+", default=[2, 4, 8, 12, 16, 24])
-    p.add_argument("--kinds", nargs="+", default=["reversible", "standard"], choices=list(KINDS))
-    p.add_argument("--seq-len", type=int, default=1024)
-    p.add_argument("--batch", type=int, default=4)
-    p.add_argument("--d-model", type=int, default=256)
-    p.add_argument("--heads", type=int, default=4)
-    p.add_argument("--kernel", default="sdpa", choices=["sdpa", "lsh"],
-                   help="lsh: shared-QK LSH attention (2 rounds, buckets of 64), as in the reformer member")
-    p.add_argument("--ff-chunks", type=int, default=1)
-    p.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
-    add_device_arg(p)
-    p.add_argument("--out", default="runs/bench/reversible", help="directory for reversible.json/.csv/.png")
-    p.add_argument("--json", action="store_true", help="print the rows as a JSON list")
-    p.add_argument("--worker", default=None, help=argparse.SUPPRESS)
+    add_flags(p, Settings)
 
 
 def run(args) -> int:

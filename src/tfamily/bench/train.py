@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
@@ -21,27 +22,33 @@ import torch
 from ..numbers import check_number
 from .results import check_model_args, write_rows
 from ..plotting import pyplot
+from ..settings.schema import add_flags, setting
 
 FIELDS = ["kind", "precision", "device", "threads", "params", "flops_per_token", "step_ms", "tokens_per_s",
           "model_gflops", "matmul_gflops", "fraction_of_matmul", "steps", "d_model", "n_layers", "seq_len",
           "batch"]
 
 
+@dataclass
+class Settings:
+    """`tfamily bench train`."""
+    d_model: int = setting(256, flag=True)
+    layers: int = setting(6, flag=True)
+    heads: int = setting(4, flag=True)
+    seq_len: int = setting(256, flag=True)
+    batch: int = setting(16, flag=True)
+    vocab: int = setting(256, flag=True)
+    precisions: list[str] = setting(["fp32", "bf16"], flag=True, choices=("fp32", "bf16"))
+    min_time: float = setting(8.0, flag=True, help="seconds of timed steps per precision (at least 2 steps)")
+    matmul_size: int = setting(1024, flag=True)
+    device: str = setting("auto", flag=True)
+    threads: int = setting(0, flag=True, help="torch threads (0: torch's default)")
+    out: str = setting("runs/bench/train", flag=True, help="directory for train.json/.csv/.png")
+    json: bool = setting(False, flag=True, help="print the rows as a JSON list")
+
+
 def add_args(p) -> None:
-    p.add_argument("--d-model", type=int, default=256)
-    p.add_argument("--layers", type=int, default=6)
-    p.add_argument("--heads", type=int, default=4)
-    p.add_argument("--seq-len", type=int, default=256)
-    p.add_argument("--batch", type=int, default=16)
-    p.add_argument("--vocab", type=int, default=256)
-    p.add_argument("--precisions", nargs="+", default=["fp32", "bf16"], choices=["fp32", "bf16"])
-    p.add_argument("--min-time", type=float, default=8.0,
-                   help="seconds of timed steps per precision (at least 2 steps)")
-    p.add_argument("--matmul-size", type=int, default=1024)
-    p.add_argument("--device", default="auto")
-    p.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
-    p.add_argument("--out", default="runs/bench/train", help="directory for train.json/.csv/.png")
-    p.add_argument("--json", action="store_true", help="print the rows as a JSON list")
+    add_flags(p, Settings)
 
 
 def _sync(device: torch.device) -> None:

@@ -30,6 +30,7 @@ import json
 import math
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
@@ -38,39 +39,48 @@ import torch.nn.functional as F
 from ..build import build
 from ..data import StreamBatches, load_corpus
 from ..nn.position import RelativePosition
-from ..options import renamed
 from ..spec import Spec
-from .devices import add_device_arg, meter, resolve
+from .devices import DEVICE_HELP, DEVICES, meter, resolve
 from ..plotting import pyplot
+from ..settings.schema import add_flags, setting
 
 FIELDS = ["mode", "attention_length", "seg_len", "mem_len", "rows", "tokens", "scored", "wall_s", "tokens_per_s",
           "bpc", "speedup", "peak_mb", "peak_exact", "threads", "device", "model"]
 
 
+@dataclass
+class Settings:
+    """`tfamily bench xl-eval`."""
+    checkpoint: str | None = setting(None, flag=True, metavar="DIR",
+                                     help="a trained XL run or checkpoint (else train a small one)")
+    corpus: str = setting("tinyshakespeare", flag=True, help="text for training and evaluation (no checkpoint)")
+    data_dir: str | None = setting(None, flag=True, metavar="DIR",
+                                   help="data directory (else $TFAMILY_DATA, else the user cache)")
+    split: str = setting("val", flag=True, choices=("val", "test"))
+    steps: int = setting(300, flag=True, old=("--train-steps",),
+                         help="steps to train the small model (no checkpoint)")
+    d_model: int = setting(128, flag=True)
+    layers: int = setting(4, flag=True)
+    heads: int = setting(4, flag=True)
+    seg_len: int = setting(64, flag=True, help="segment length (training and evaluation)")
+    mem_len: int = setting(64, flag=True, help="memory length in training")
+    eval_mem_lens: list[int] | None = setting(None, flag=True, help="memory lengths to evaluate (default: --mem-len)")
+    clamp_len: int | None = setting(None, flag=True, help="evaluate with relative distances clamped to this (Dai "
+                                    "et al.'s clamp_len: distances longer than any seen in training reuse the "
+                                    "longest trained one)")
+    tokens: int = setting(4096, flag=True, help="target tokens scored per evaluation")
+    rows: int = setting(8, flag=True, help="streams (a) and windows per forward (b)")
+    modes: list[str] = setting(["memory", "vanilla"], flag=True, choices=("memory", "vanilla"),
+                               help="which evaluations to run (memory alone: bpc at several memory lengths, fast)")
+    threads: int = setting(0, flag=True, help="torch threads (0: torch's default)")
+    device: str = setting("cpu", flag=True, choices=DEVICES, help=DEVICE_HELP)
+    seed: int = setting(0, flag=True)
+    out: str = setting("runs/bench/xl-eval", flag=True, help="directory for xl_eval.json/.csv/.png")
+    json: bool = setting(False, flag=True, help="print the rows as a JSON list")
+
+
 def add_args(p) -> None:
-    p.add_argument("--checkpoint", metavar="DIR", help="a trained XL run or checkpoint (else train a small one)")
-    p.add_argument("--corpus", default="tinyshakespeare", help="text for training and evaluation (no checkpoint)")
-    p.add_argument("--data-dir", metavar="DIR", help="data directory (else $TFAMILY_DATA, else the user cache)")
-    p.add_argument("--split", default="val", choices=("val", "test"))
-    p.add_argument("--steps", type=int, default=300, help="steps to train the small model (no checkpoint)")
-    p.add_argument("--d-model", type=int, default=128)
-    p.add_argument("--layers", type=int, default=4)
-    p.add_argument("--heads", type=int, default=4)
-    p.add_argument("--seg-len", type=int, default=64, help="segment length (training and evaluation)")
-    p.add_argument("--mem-len", type=int, default=64, help="memory length in training")
-    p.add_argument("--eval-mem-lens", type=int, nargs="+", help="memory lengths to evaluate (default: --mem-len)")
-    p.add_argument("--clamp-len", type=int, help="evaluate with relative distances clamped to this (Dai et al.'s "
-                   "clamp_len: distances longer than any seen in training reuse the longest trained one)")
-    p.add_argument("--tokens", type=int, default=4096, help="target tokens scored per evaluation")
-    p.add_argument("--rows", type=int, default=8, help="streams (a) and windows per forward (b)")
-    p.add_argument("--modes", nargs="+", default=["memory", "vanilla"], choices=["memory", "vanilla"],
-                   help="which evaluations to run (memory alone: bpc at several memory lengths, fast)")
-    p.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
-    add_device_arg(p)
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--out", default="runs/bench/xl-eval", help="directory for xl_eval.json/.csv/.png")
-    p.add_argument("--json", action="store_true", help="print the rows as a JSON list")
-    renamed(p, "--steps", "--train-steps")
+    add_flags(p, Settings)
 
 
 def small_xl(vocab_size: int, d_model: int, n_layers: int, n_heads: int, mem_len: int) -> Spec:

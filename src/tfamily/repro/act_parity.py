@@ -25,6 +25,7 @@ skips a finished one, ``--shard i/n`` trains every n-th.
 from __future__ import annotations
 
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
@@ -37,29 +38,37 @@ from ..train import grid as runner
 from ..options import seconds
 from .stream import StreamTask, loop_config
 from ..plotting import pyplot
+from ..settings.schema import add_flags, setting
+
+
+@dataclass
+class Settings:
+    """`tfamily repro act-parity`."""
+    taus: list[float] = setting([0.1, 0.01, 0.001, 0.0001], flag=True, check=False,  # run() names the fix
+                                help="time penalties to train with ACT (a model without ACT is trained first, "
+                                     "unless --no-baseline)")
+    no_baseline: bool = setting(False, flag=True,
+                                help="skip the model without ACT (e.g. a longer run of one tau after a sweep)")
+    steps: int = setting(20000, flag=True, help="training steps per setting (at most)")
+    time: float = setting(0.0, flag=True, metavar="DUR", parse=seconds,
+                          help="time of training per setting (0: no limit)")
+    dim: int = setting(64, flag=True, help="input size (the paper: 64)")
+    hidden: int = setting(128, flag=True, help="tanh units (the paper: 128)")
+    batch: int = setting(128, flag=True)
+    lr: float = setting(1e-3, flag=True)
+    max_ponder: int = setting(100, flag=True, help="M, the cap on ponder steps")
+    eps: float = setting(0.01, flag=True)
+    eval_sequences: int = setting(4096, flag=True)
+    eval_every: int = setting(500, flag=True, help="steps between error measurements")
+    seed: int = setting(0, flag=True)
+    threads: int = setting(0, flag=True, help="torch threads (0: torch's default)")
+    out: str = setting("runs/repro/act_parity", flag=True, help="directory for the tables and the plot")
+    shard: str | None = setting(None, flag=True, metavar="I/N", help=runner.SHARD_HELP)
+    json: bool = setting(False, flag=True, help="print the table as JSON")
 
 
 def add_args(p) -> None:
-    p.add_argument("--taus", nargs="+", type=float, default=[0.1, 0.01, 0.001, 0.0001],
-                   help="time penalties to train with ACT (a model without ACT is trained first, unless --no-baseline)")
-    p.add_argument("--no-baseline", action="store_true",
-                   help="skip the model without ACT (e.g. a longer run of one tau after a sweep)")
-    p.add_argument("--steps", type=int, default=20000, help="training steps per setting (at most)")
-    p.add_argument("--time", type=seconds, metavar="DUR", default=0.0,
-                   help="time of training per setting (0: no limit)")
-    p.add_argument("--dim", type=int, default=64, help="input size (the paper: 64)")
-    p.add_argument("--hidden", type=int, default=128, help="tanh units (the paper: 128)")
-    p.add_argument("--batch", type=int, default=128)
-    p.add_argument("--lr", type=float, default=1e-3)
-    p.add_argument("--max-ponder", type=int, default=100, help="M, the cap on ponder steps")
-    p.add_argument("--eps", type=float, default=0.01)
-    p.add_argument("--eval-sequences", type=int, default=4096)
-    p.add_argument("--eval-every", type=int, default=500, help="steps between error measurements")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
-    p.add_argument("--out", default="runs/repro/act_parity", help="directory for the tables and the plot")
-    runner.add_shard(p)
-    p.add_argument("--json", action="store_true", help="print the table as JSON")
+    add_flags(p, Settings)
 
 
 def parity_batch(n: int, dim: int, gen: torch.Generator) -> tuple[Tensor, Tensor, Tensor]:

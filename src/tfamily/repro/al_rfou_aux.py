@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from ..bench.results import print_rows, write_rows
@@ -34,6 +35,7 @@ from ..options import seconds
 from ..train import grid as runner
 from . import budget
 from .plots import save_bpc_curves
+from ..settings.schema import add_flags, setting
 
 RUNS = {  # run -> objective (name, params); the paper's ablation is one switch off at a time
     "all": ("al_rfou", {}),
@@ -45,32 +47,39 @@ RUNS = {  # run -> objective (name, params); the paper's ablation is one switch 
 PAPER = {"all": 1.062, "no_all_positions": 2.482, "no_intermediate": 1.158, "no_multiple_targets": 1.068}
 
 
+@dataclass
+class Settings:
+    """`tfamily repro al-rfou-aux`."""
+    runs: list[str] = setting([r for r in RUNS if r != "none"], flag=True, choices=list(RUNS))
+    corpus: str = setting("tinyshakespeare", flag=True)
+    time: float = setting(300.0, flag=True, metavar="DUR", parse=seconds,
+                          help="time of training per run (the equal budget)")
+    steps: int | None = setting(None, flag=True, help="budget in steps instead of --time")
+    layers: int = setting(12, flag=True)
+    d_model: int = setting(64, flag=True)
+    heads: int = setting(4, flag=True)
+    residual: str = setting("post_norm", flag=True, choices=("post_norm", "pre_norm"))
+    seq_len: int = setting(128, flag=True)
+    batch_size: int = setting(16, flag=True)
+    lr: float = setting(1e-3, flag=True)
+    warmup: int = setting(100, flag=True)
+    dropout: float = setting(0.0, flag=True)
+    curve_every: int = setting(100, flag=True, help="steps between curve evaluations")
+    curve_chars: int = setting(16384, flag=True, help="validation characters per curve point")
+    eval_chars: int = setting(0, flag=True, help="characters of the final evaluation (0: the whole split)")
+    precision: str = setting("fp32", flag=True, choices=("auto", "bf16", "fp32"))
+    threads: int | None = setting(None, flag=True)
+    device: str = setting("auto", flag=True)
+    seed: int = setting(0, flag=True)
+    out: str | None = setting(None, flag=True, help="directory (default runs/repro/al-rfou-aux/<time>)")
+    shard: str | None = setting(None, flag=True, metavar="I/N", help=runner.SHARD_HELP)
+    data_dir: str | None = setting(None, flag=True, metavar="DIR",
+                                   help="data directory (else $TFAMILY_DATA, else the user cache)")
+    json: bool = setting(False, flag=True)
+
+
 def add_args(p) -> None:
-    p.add_argument("--runs", nargs="+", default=[r for r in RUNS if r != "none"], choices=list(RUNS))
-    p.add_argument("--corpus", default="tinyshakespeare")
-    p.add_argument("--time", type=seconds, metavar="DUR", default=300.0,
-                   help="time of training per run (the equal budget)")
-    p.add_argument("--steps", type=int, default=None, help="budget in steps instead of --time")
-    p.add_argument("--layers", type=int, default=12)
-    p.add_argument("--d-model", type=int, default=64)
-    p.add_argument("--heads", type=int, default=4)
-    p.add_argument("--residual", default="post_norm", choices=["post_norm", "pre_norm"])
-    p.add_argument("--seq-len", type=int, default=128)
-    p.add_argument("--batch-size", type=int, default=16)
-    p.add_argument("--lr", type=float, default=1e-3)
-    p.add_argument("--warmup", type=int, default=100)
-    p.add_argument("--dropout", type=float, default=0.0)
-    p.add_argument("--curve-every", type=int, default=100, help="steps between curve evaluations")
-    p.add_argument("--curve-chars", type=int, default=16384, help="validation characters per curve point")
-    p.add_argument("--eval-chars", type=int, default=0, help="characters of the final evaluation (0: the whole split)")
-    p.add_argument("--precision", default="fp32", choices=["auto", "bf16", "fp32"])
-    p.add_argument("--threads", type=int, default=None)
-    p.add_argument("--device", default="auto")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--out", default=None, help="directory (default runs/repro/al-rfou-aux/<time>)")
-    runner.add_shard(p)
-    p.add_argument("--data-dir", metavar="DIR", help="data directory (else $TFAMILY_DATA, else the user cache)")
-    p.add_argument("--json", action="store_true")
+    add_flags(p, Settings)
 
 
 def overrides(run: str, args, out: Path) -> dict:

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
@@ -33,6 +34,7 @@ from ..numbers import check_int
 from ..options import seconds
 from ..train import grid as runner
 from . import budget
+from ..settings.schema import add_flags, setting
 
 MODELS = {  # name -> (member, spec overrides beyond the shared width)
     "lstm": ("lstm_seq2seq", {}),
@@ -49,34 +51,42 @@ COLUMNS = [("model", "model", "<14"), ("member", "member", "<22"), ("params", "p
            ("beam_char", "beam char", ">10")]
 
 
+@dataclass
+class Settings:
+    """`tfamily repro reverse-dictionary`."""
+    models: list[str] = setting(list(MODELS), flag=True, choices=list(MODELS))
+    time: float = setting(180.0, flag=True, metavar="DUR", parse=seconds,
+                          help="time of training per model (the equal budget)")
+    steps: int | None = setting(None, flag=True, help="budget in steps instead of --time")
+    time_cap: float | None = setting(None, flag=True, metavar="SECONDS",
+                                     help="with --steps: also stop at this many seconds (equal steps where they fit; "
+                                          "the table's steps column says how many ran)")
+    d_model: int = setting(256, flag=True)
+    rnn_layers: int = setting(1, flag=True)
+    layers: int = setting(3, flag=True, help="Transformer layers per side; UT recurrent steps")
+    heads: int = setting(4, flag=True)
+    dropout: float = setting(0.0, flag=True)
+    batch_size: int = setting(64, flag=True)
+    lr: float = setting(2e-3, flag=True)
+    warmup: int = setting(100, flag=True)
+    eval_pairs: int = setting(1000, flag=True, help="test pairs decoded (0: the whole split)")
+    beam: int = setting(4, flag=True, help="beam width of the second decode (0: greedy only)")
+    val_tokens: int = setting(20000, flag=True, help="validation tokens of the final loss")
+    gcide: str | None = setting(None, flag=True,
+                                help="a GCIDE text file (default gcide.txt.gz in the data directory)")
+    precision: str = setting("fp32", flag=True, choices=("auto", "bf16", "fp32"))
+    threads: int | None = setting(None, flag=True)
+    device: str = setting("auto", flag=True)
+    seed: int = setting(0, flag=True)
+    out: str | None = setting(None, flag=True, help="directory (default runs/repro/reverse-dictionary/<time>)")
+    shard: str | None = setting(None, flag=True, metavar="I/N", help=runner.SHARD_HELP)
+    data_dir: str | None = setting(None, flag=True, metavar="DIR",
+                                   help="data directory (else $TFAMILY_DATA, else the user cache)")
+    json: bool = setting(False, flag=True)
+
+
 def add_args(p) -> None:
-    p.add_argument("--models", nargs="+", default=list(MODELS), choices=list(MODELS))
-    p.add_argument("--time", type=seconds, metavar="DUR", default=180.0,
-                   help="time of training per model (the equal budget)")
-    p.add_argument("--steps", type=int, default=None, help="budget in steps instead of --time")
-    p.add_argument("--time-cap", type=float, default=None, metavar="SECONDS",
-                   help="with --steps: also stop at this many seconds (equal steps where they fit; "
-                        "the table's steps column says how many ran)")
-    p.add_argument("--d-model", type=int, default=256)
-    p.add_argument("--rnn-layers", type=int, default=1)
-    p.add_argument("--layers", type=int, default=3, help="Transformer layers per side; UT recurrent steps")
-    p.add_argument("--heads", type=int, default=4)
-    p.add_argument("--dropout", type=float, default=0.0)
-    p.add_argument("--batch-size", type=int, default=64)
-    p.add_argument("--lr", type=float, default=2e-3)
-    p.add_argument("--warmup", type=int, default=100)
-    p.add_argument("--eval-pairs", type=int, default=1000, help="test pairs decoded (0: the whole split)")
-    p.add_argument("--beam", type=int, default=4, help="beam width of the second decode (0: greedy only)")
-    p.add_argument("--val-tokens", type=int, default=20000, help="validation tokens of the final loss")
-    p.add_argument("--gcide", default=None, help="a GCIDE text file (default gcide.txt.gz in the data directory)")
-    p.add_argument("--precision", default="fp32", choices=["auto", "bf16", "fp32"])
-    p.add_argument("--threads", type=int, default=None)
-    p.add_argument("--device", default="auto")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--out", default=None, help="directory (default runs/repro/reverse-dictionary/<time>)")
-    runner.add_shard(p)
-    p.add_argument("--data-dir", metavar="DIR", help="data directory (else $TFAMILY_DATA, else the user cache)")
-    p.add_argument("--json", action="store_true")
+    add_flags(p, Settings)
 
 
 def overrides(name: str, args, out: Path) -> dict:

@@ -37,6 +37,7 @@ grid runner (``train/grid.py``): a rerun over the same ``--out`` skips a finishe
 from __future__ import annotations
 
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
@@ -54,6 +55,7 @@ from ..train.evaluate import to_device
 from ..train.tasks.seq2seq import pairs_batch
 from .stream import StreamTask, loop_config
 from ..plotting import pyplot
+from ..settings.schema import add_flags, setting
 
 TASKS = ("copy", "reverse", "addition")
 MODELS = ("lstm", "transformer", "ut", "ut_act")
@@ -65,35 +67,41 @@ PAPER = {("ut", "copy"): (0.91, 0.35), ("ut", "reverse"): (0.96, 0.46), ("ut", "
          ("lstm", "reverse"): (0.66, 0.11), ("lstm", "addition"): (0.08, 0.0)}
 
 
+@dataclass
+class Settings:
+    """`tfamily repro ut-algorithmic`."""
+    tasks: list[str] = setting(list(TASKS), flag=True, help=f"subset of {', '.join(TASKS)}")
+    models: list[str] = setting(list(MODELS), flag=True, help=f"subset of {', '.join(MODELS)}")
+    steps: int = setting(5000, flag=True, help="training steps per task and model (at most)")
+    time: float = setting(0.0, flag=True, metavar="DUR", parse=seconds,
+                          help="time of training per task and model (0: no limit)")
+    d_model: int = setting(128, flag=True)
+    heads: int = setting(4, flag=True)
+    depth: int = setting(8, flag=True, help="UT steps (max steps with ACT) and vanilla layers")
+    lstm_layers: int = setting(2, flag=True)
+    residual: str = setting("pre_norm", flag=True, choices=("pre_norm", "post_norm"),
+                            help="the Transformers' and UT's residual layout: pre_norm as tensor2tensor's hparams "
+                                 "(which made the paper's table), post_norm as the paper's equations 4-5")
+    train_len: int = setting(40, flag=True)
+    test_len: int = setting(400, flag=True)
+    no_offsets: bool = setting(False, flag=True, help="train without randomized position offsets")
+    offsets: str = setting("example", flag=True, choices=("example", "batch"),
+                           help="draw a randomized offset per example (default) or one per batch (the first version)")
+    batch: int = setting(64, flag=True)
+    lr: float = setting(1e-3, flag=True)
+    warmup: int = setting(100, flag=True)
+    eval_sequences: int = setting(256, flag=True)
+    eval_batch: int = setting(64, flag=True)
+    seed: int = setting(0, flag=True)
+    threads: int = setting(0, flag=True, help="torch threads (0: torch's default)")
+    device: str = setting("cpu", flag=True, help="cpu, cuda, cuda:N or auto (fp32 on each)")
+    out: str = setting("runs/repro/ut_algorithmic", flag=True, help="directory for the tables and the plot")
+    shard: str | None = setting(None, flag=True, metavar="I/N", help=runner.SHARD_HELP)
+    json: bool = setting(False, flag=True, help="print the table as JSON")
+
+
 def add_args(p) -> None:
-    p.add_argument("--tasks", nargs="+", default=list(TASKS), help=f"subset of {', '.join(TASKS)}")
-    p.add_argument("--models", nargs="+", default=list(MODELS), help=f"subset of {', '.join(MODELS)}")
-    p.add_argument("--steps", type=int, default=5000, help="training steps per task and model (at most)")
-    p.add_argument("--time", type=seconds, metavar="DUR", default=0.0,
-                   help="time of training per task and model (0: no limit)")
-    p.add_argument("--d-model", type=int, default=128)
-    p.add_argument("--heads", type=int, default=4)
-    p.add_argument("--depth", type=int, default=8, help="UT steps (max steps with ACT) and vanilla layers")
-    p.add_argument("--lstm-layers", type=int, default=2)
-    p.add_argument("--residual", choices=("pre_norm", "post_norm"), default="pre_norm",
-                   help="the Transformers' and UT's residual layout: pre_norm as tensor2tensor's hparams "
-                        "(which made the paper's table), post_norm as the paper's equations 4-5")
-    p.add_argument("--train-len", type=int, default=40)
-    p.add_argument("--test-len", type=int, default=400)
-    p.add_argument("--no-offsets", action="store_true", help="train without randomized position offsets")
-    p.add_argument("--offsets", choices=("example", "batch"), default="example",
-                   help="draw a randomized offset per example (default) or one per batch (the first version)")
-    p.add_argument("--batch", type=int, default=64)
-    p.add_argument("--lr", type=float, default=1e-3)
-    p.add_argument("--warmup", type=int, default=100)
-    p.add_argument("--eval-sequences", type=int, default=256)
-    p.add_argument("--eval-batch", type=int, default=64)
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
-    p.add_argument("--device", default="cpu", help="cpu, cuda, cuda:N or auto (fp32 on each)")
-    p.add_argument("--out", default="runs/repro/ut_algorithmic", help="directory for the tables and the plot")
-    runner.add_shard(p)
-    p.add_argument("--json", action="store_true", help="print the table as JSON")
+    add_flags(p, Settings)
 
 
 def _digits(n: int, gen: torch.Generator) -> list[int]:
