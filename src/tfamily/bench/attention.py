@@ -141,81 +141,91 @@ def _peak_rss_mb() -> float:
 
 def _worker(args) -> int:
     import torch
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    dev = torch.device(args.device)
+    start = _peak_rss_mb()
+    print(json.dumps([_row(args, L, dev, start) for L in sorted(args.seq_lens)]))
+    return 0
+
+
+def _attention(args, L: int, q, k, v, dev):
+    """The worker's attention at length ``L`` as ``fn(q, k, v)``, its plan built: (fn, allowed
+    (query, key) pairs, kernel name, plan ms, the tile sizes an auto kernel picked)."""
+    import torch
     import torch.nn.functional as F
 
     from ..nn.kernels import KERNELS
     from ..nn.patterns.examples import examples
-    if args.threads:
-        torch.set_num_threads(args.threads)
-    dev = torch.device(args.device)
-    cuda = dev.type == "cuda"
-    start = _peak_rss_mb()
-    rows = []
-    for L in sorted(args.seq_lens):
-        b, h, e = args.batch, args.heads, args.d_head
-        dtype = getattr(torch, args.dtype)
-        q, k, v = (torch.randn(b, h, L, e, device=dev, dtype=dtype) for _ in range(3))
-        grad = torch.randn(b, h, L, e, device=dev, dtype=dtype)
-        if args.worker == BASELINE:
-            fn = lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True)  # noqa: E731
-            allowed, kernel_name, plan_ms, tiles = h * L * (L + 1) // 2, "sdpa", 0.0, []
-        elif args.worker == TILED_CAUSAL:
-            # Dense causal through the block-sparse kernel itself (the kernel hands the plain
-            # causal pattern to SDPA; this row measures what its own tiles cost on it).
-            from ..nn.kernels.blocksparse import sparse_attention
-            from ..nn.patterns import Causal
-            ctx = dict(q_offset=0, key_padding=None, dropout_p=0.0, scale=e ** -0.5, block=args.block_size)
-            fn = lambda q, k, v: sparse_attention(q, k, v, Causal(), tuple(range(h)), None, ctx)  # noqa: E731
-            with torch.no_grad():
-                fn(q, k, v)
-            allowed, kernel_name, plan_ms, tiles = h * L * (L + 1) // 2, args.kernel, 0.0, []
-        else:
-            pattern = examples(L)[args.worker]
-            if args.kernel == "flex" and args.block_size == "auto":
-                args.block_size = 128  # flex needs one tile size for its compiled kernel
-            kernel = KERNELS[args.kernel](block_size=args.block_size)
-            fn = lambda q, k, v: kernel(q, k, v, pattern=pattern)[0]  # noqa: E731
-            t0 = time.perf_counter()
-            with torch.no_grad():
-                fn(q, k, v)  # builds and caches the plan
-            plan_ms = (time.perf_counter() - t0) * 1e3
-            from ..nn.kernels.layout import _BEST
-            # The kernel's picks, read before allowed_pairs plans with the gather path's cost model.
-            tiles = sorted({b for key, b in _BEST.items() if key[2] == L}) if args.block_size == "auto" else []
-            allowed, kernel_name = allowed_pairs(pattern, L, h, args.block_size, dev), args.kernel
-        if cuda:
-            torch.cuda.reset_peak_memory_stats(dev)
-        # At least 3 timed calls even at 16K+: one call there moved by up to 2x on a shared VM
-        # (strided_heads fp32: 289 ms in one call, 151 ms best of 3, same session).
-        reps = args.rounds or max(3, min(5, 8192 // L))
+    h, e = args.heads, args.d_head
+    if args.worker == BASELINE:
+        fn = lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True)  # noqa: E731
+        return fn, h * L * (L + 1) // 2, "sdpa", 0.0, []
+    if args.worker == TILED_CAUSAL:
+        # Dense causal through the block-sparse kernel itself (the kernel hands the plain
+        # causal pattern to SDPA; this row measures what its own tiles cost on it).
+        from ..nn.kernels.blocksparse import sparse_attention
+        from ..nn.patterns import Causal
+        ctx = dict(q_offset=0, key_padding=None, dropout_p=0.0, scale=e ** -0.5, block=args.block_size)
+        fn = lambda q, k, v: sparse_attention(q, k, v, Causal(), tuple(range(h)), None, ctx)  # noqa: E731
         with torch.no_grad():
-            fwd = _time(lambda: fn(q, k, v), reps, cuda)
-        trainable = not (args.kernel == "flex" and dev.type == "cpu" and args.worker != BASELINE)
-        fwd_bwd = dense = None
-        qg, kg, vg = (t.clone().requires_grad_() for t in (q, k, v))
-        timed = {}
-        if trainable:
-            timed["pattern"] = lambda: fn(qg, kg, vg).backward(grad)
-        if args.worker != BASELINE:
-            # Dense causal in the same process, in alternating rounds with the pattern: a slow
-            # spell on a shared machine then hits both, not one of the two.
-            timed["dense"] = lambda: F.scaled_dot_product_attention(qg, kg, vg, is_causal=True).backward(grad)
-        # Gradients are cleared before each timed call, as a training step's zero_grad does: else
-        # every call after the first also adds its dq, dk, dv into the leaves' .grad, three passes
-        # over (b, h, L, e) that are no part of attention.
-        best = _time_alternating(timed, reps, cuda, warm=L <= 4096, reset=lambda: _clear_grads(qg, kg, vg))
-        fwd_bwd, dense = best.get("pattern"), best.get("dense")
-        peak = (torch.cuda.max_memory_allocated(dev) / 2 ** 20 if cuda else _peak_rss_mb() - start)
-        rows.append(dict(pattern=args.worker, kernel=kernel_name, impl=_impl(args, q), seq_len=L,
-                         density=round(allowed / (h * L * L), 5),
-                         causal_density=round(allowed / (h * L * (L + 1) / 2), 5), fwd_ms=round(fwd, 2),
-                         fwd_bwd_ms=None if fwd_bwd is None else round(fwd_bwd, 2), peak_mb=round(peak, 1),
-                         dense_fwd_bwd_ms=round(dense if dense is not None else fwd_bwd, 2),
-                         plan_ms=round(plan_ms, 1), batch=b, heads=h, d_head=e,
-                         block_size="+".join(map(str, tiles)) if tiles else args.block_size,
-                         device=str(dev), dtype=args.dtype))
-    print(json.dumps(rows))
-    return 0
+            fn(q, k, v)
+        return fn, h * L * (L + 1) // 2, args.kernel, 0.0, []
+    pattern = examples(L)[args.worker]
+    if args.kernel == "flex" and args.block_size == "auto":
+        args.block_size = 128  # flex needs one tile size for its compiled kernel
+    kernel = KERNELS[args.kernel](block_size=args.block_size)
+    fn = lambda q, k, v: kernel(q, k, v, pattern=pattern)[0]  # noqa: E731
+    t0 = time.perf_counter()
+    with torch.no_grad():
+        fn(q, k, v)  # builds and caches the plan
+    plan_ms = (time.perf_counter() - t0) * 1e3
+    from ..nn.kernels.layout import _BEST
+    # The kernel's picks, read before allowed_pairs plans with the gather path's cost model.
+    tiles = sorted({b for key, b in _BEST.items() if key[2] == L}) if args.block_size == "auto" else []
+    return fn, allowed_pairs(pattern, L, h, args.block_size, dev), args.kernel, plan_ms, tiles
+
+
+def _row(args, L: int, dev, start: float) -> dict:
+    """One length's row: forward, forward+backward and dense causal in alternating rounds, peak memory."""
+    import torch
+    import torch.nn.functional as F
+    cuda = dev.type == "cuda"
+    b, h, e = args.batch, args.heads, args.d_head
+    dtype = getattr(torch, args.dtype)
+    q, k, v = (torch.randn(b, h, L, e, device=dev, dtype=dtype) for _ in range(3))
+    grad = torch.randn(b, h, L, e, device=dev, dtype=dtype)
+    fn, allowed, kernel_name, plan_ms, tiles = _attention(args, L, q, k, v, dev)
+    if cuda:
+        torch.cuda.reset_peak_memory_stats(dev)
+    # At least 3 timed calls even at 16K+: one call there moved by up to 2x on a shared VM
+    # (strided_heads fp32: 289 ms in one call, 151 ms best of 3, same session).
+    reps = args.rounds or max(3, min(5, 8192 // L))
+    with torch.no_grad():
+        fwd = _time(lambda: fn(q, k, v), reps, cuda)
+    trainable = not (args.kernel == "flex" and dev.type == "cpu" and args.worker != BASELINE)
+    qg, kg, vg = (t.clone().requires_grad_() for t in (q, k, v))
+    timed = {}
+    if trainable:
+        timed["pattern"] = lambda: fn(qg, kg, vg).backward(grad)
+    if args.worker != BASELINE:
+        # Dense causal in the same process, in alternating rounds with the pattern: a slow
+        # spell on a shared machine then hits both, not one of the two.
+        timed["dense"] = lambda: F.scaled_dot_product_attention(qg, kg, vg, is_causal=True).backward(grad)
+    # Gradients are cleared before each timed call, as a training step's zero_grad does: else
+    # every call after the first also adds its dq, dk, dv into the leaves' .grad, three passes
+    # over (b, h, L, e) that are no part of attention.
+    best = _time_alternating(timed, reps, cuda, warm=L <= 4096, reset=lambda: _clear_grads(qg, kg, vg))
+    fwd_bwd, dense = best.get("pattern"), best.get("dense")
+    peak = (torch.cuda.max_memory_allocated(dev) / 2 ** 20 if cuda else _peak_rss_mb() - start)
+    return dict(pattern=args.worker, kernel=kernel_name, impl=_impl(args, q), seq_len=L,
+                density=round(allowed / (h * L * L), 5),
+                causal_density=round(allowed / (h * L * (L + 1) / 2), 5), fwd_ms=round(fwd, 2),
+                fwd_bwd_ms=None if fwd_bwd is None else round(fwd_bwd, 2), peak_mb=round(peak, 1),
+                dense_fwd_bwd_ms=round(dense if dense is not None else fwd_bwd, 2),
+                plan_ms=round(plan_ms, 1), batch=b, heads=h, d_head=e,
+                block_size="+".join(map(str, tiles)) if tiles else args.block_size,
+                device=str(dev), dtype=args.dtype)
 
 
 def _impl(args, q) -> str:

@@ -168,20 +168,7 @@ def _row(name: str, L: int, args, device, dense: dict, out: Path) -> dict:
             row["tiles_b"] = block_mask_tiles(mask, h)
         calls = {"a": (plan, "plan_ms", lambda q, k, v: kernel(q, k, v, pattern=pattern)[0]),
                  "b": (floor, "mask_ms", lambda q, k, v: _flex()(q, k, v, block_mask=mask))}
-        outs = {}
-        for tag, (prepare, prepare_key, fn) in calls.items():
-            try:  # one failing kernel must not end the row, nor the run
-                t0 = time.perf_counter()
-                prepare()
-                row[prepare_key] = round((time.perf_counter() - t0) * 1e3, 1)
-                got = _times(fn, (qg, kg, vg), grad, args, cuda, train=cuda)
-                row.update({f"{tag}_{key}": val for key, val in got.items()})
-                outs[tag] = _result(fn, (qg, kg, vg), grad, train=cuda)
-            except Exception as err:  # noqa: BLE001 - recorded in the row
-                row[f"{tag}_error"] = _one_line(err)
-                row["status"] = "partial"
-                if cuda:
-                    torch.cuda.empty_cache()
+        outs = _run_kernels(row, calls, (qg, kg, vg), grad, args, cuda)
         if len(outs) == 2:
             row.update(compare(outs["a"], outs["b"]))
             if max(row["max_abs_diff"], row.get("grad_rel_diff", 0.0)) > _TOLERANCE[args.dtype]:
@@ -195,6 +182,27 @@ def _row(name: str, L: int, args, device, dense: dict, out: Path) -> dict:
         if cuda:
             torch.cuda.empty_cache()
     return row
+
+
+def _run_kernels(row: dict, calls: dict, qkv: tuple, grad, args, cuda: bool) -> dict:
+    """Prepare and time each of ``calls`` (tag: (prepare, its row key, fn)) into ``row``; their outputs
+    by tag, for the comparison. A kernel that fails is recorded in the row and the others still run."""
+    import torch
+    outs = {}
+    for tag, (prepare, prepare_key, fn) in calls.items():
+        try:  # one failing kernel must not end the row, nor the run
+            t0 = time.perf_counter()
+            prepare()
+            row[prepare_key] = round((time.perf_counter() - t0) * 1e3, 1)
+            got = _times(fn, qkv, grad, args, cuda, train=cuda)
+            row.update({f"{tag}_{key}": val for key, val in got.items()})
+            outs[tag] = _result(fn, qkv, grad, train=cuda)
+        except Exception as err:  # noqa: BLE001 - recorded in the row
+            row[f"{tag}_error"] = _one_line(err)
+            row["status"] = "partial"
+            if cuda:
+                torch.cuda.empty_cache()
+    return outs
 
 
 def _ratios(row: dict) -> None:
