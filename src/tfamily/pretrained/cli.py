@@ -67,7 +67,7 @@ def convert(src: str | Path, out: str | Path, *, dtype: str = "fp32", corpus: st
     if out.exists() and any(out.iterdir()):
         raise FileExistsError(f"--out {out} exists and is not empty; pick a new directory or remove it")
     model, spec = from_pretrained(src, dtype=torch.bfloat16 if dtype == "bf16" else torch.float32)
-    if seq_len is not None and spec.position.name == "learned" and seq_len > spec.position.max_len:
+    if seq_len is not None and 0 < spec.position.table_len < seq_len:  # a learned table caps the length
         raise ValueError(f"--seq-len {seq_len} is beyond {src / 'config.json'}'s learned position table of "
                          f"{spec.position.max_len} rows; pass --seq-len {spec.position.max_len} or less")
     tok = src / "tokenizer.json"

@@ -1,4 +1,4 @@
-"""What the arena reads of a task (``ArenaTask``) and the two kinds of declaration that provide it.
+"""What the arena reads of a task (``ArenaTask``) and the declaration that provides it (``Declared``).
 
 A task is one declaration in its own file of this folder: its name, default ``--length``, kind
 (classification, scored in test accuracy; language modelling, in bits per byte), whether its rows
