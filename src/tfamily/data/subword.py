@@ -20,7 +20,7 @@ from ..files import write_atomic
 from .paths import cache_dir
 from ..textload import read_cache
 from .tokenizer import TOKENIZER_BYTES, TokenizerVocab
-from .vocab_names import DEFAULT_SIZE, MAX_SIZE, MIN_SIZE, bpe_size  # noqa: F401 (this module's API)
+from ..settings.vocab_names import DEFAULT_SIZE, MAX_SIZE, MIN_SIZE, bpe_size  # noqa: F401 (this module's API)
 
 CHUNK = 1 << 20  # characters per encoding call, cut after a newline
 

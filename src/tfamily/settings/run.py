@@ -23,7 +23,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from ..data.vocab_names import bpe_size
+from .vocab_names import bpe_size
 from ..numbers import check_int, check_number
 from ..options import parse_duration
 from .schema import build, check, given, parse_overrides as _parse_overrides, setting

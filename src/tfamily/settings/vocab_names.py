@@ -1,5 +1,5 @@
 """The vocabulary names a config may give (``data.vocab``), without importing a tokenizer (torch):
-the settings check them when a config is read."""
+the settings check them when a config is read, and ``data/subword.py`` reads the BPE size."""
 from __future__ import annotations
 
 DEFAULT_SIZE = 1024
