@@ -73,7 +73,8 @@ def _run(args) -> int:
               file=sys.stderr)
     todo = [c for c in mine if not (c.dir(a.out) / "cell.json").is_file()]
     if todo:
-        seconds = grid.estimate(todo, s, d_ff, per_step, a.data_dir)
+        from . import speed
+        seconds = speed.estimate(todo, s, d_ff, per_step, a.data_dir)
         print(f"arena: {len(todo)} cell(s) to train, about {_duration(seconds)} in all (one training step of each "
               f"member timed here; evaluation included)", file=sys.stderr, flush=True)
     trained = _train(mine, a, s, d_ff, off, per_step)

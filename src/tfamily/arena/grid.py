@@ -321,28 +321,6 @@ def steps_of(s: Settings, task: str, per_step: int) -> int | None:
     return paid if steps is None else min(paid, steps)
 
 
-def estimate(cells: list[Cell], s: Settings, d_ff: dict, per_step: dict, data_dir=None) -> float:
-    """Seconds ``cells`` should take to train and evaluate here, for the line printed before a grid
-    starts: one training step of each (task, member) timed (``speed.measure_task``, one round
-    after a warm-up), times the cell's steps, plus its validation and test passes (a forward pass
-    taken as a third of a step); a time budget counts as its share."""
-    import math
-
-    from ..options import parse_duration
-    from . import speed
-    step_s = {}
-    for task in dict.fromkeys(c.task for c in cells):
-        plans = {c.member: s.plan(c, d_ff.get((c.task, c.member))) for c in cells if c.task == task}
-        step_s.update({(task, r["member"]): r["step_ms"] / 1e3 for r in speed.measure_task(plans, 1, data_dir)})
-    total = 0.0
-    for c in cells:
-        one = step_s[(c.task, c.member)]
-        steps = steps_of(s, c.task, per_step[(c.task, c.member)])
-        train = one * steps if steps is not None else parse_duration(s.cell_time, "--time")
-        total += train + 2 * math.ceil(s.eval_examples / s.batch_size) * one / 3
-    return total
-
-
 def run_cell(cell: Cell, s: Settings, out: str | Path, data_dir=None, d_ff: int | None = None,
              per_step: int | None = None, params_off: float | None = None) -> tuple[dict | None, str]:
     """Train one cell (or skip or resume it) with ``d_ff`` (``match_d_ff``; None: the member's own);

@@ -25,10 +25,14 @@ import subprocess
 import sys
 from dataclasses import fields
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import torch
 
 from .files import read_plan
+
+if TYPE_CHECKING:
+    from . import grid
 
 FIELDS = ["task", "member", "length", "batch", "tokens_per_step", "rounds", "tokens_per_s", "step_ms", "step_ms_min",
           "step_ms_max", "peak_mb", "peak_exact", "threads", "precision", "device", "machine"]
@@ -124,6 +128,28 @@ def measure_task(task_plans: dict[str, dict], rounds: int, data_dir=None) -> lis
                      "step_ms_max": 1e3 * max(seconds[name]), "threads": torch.get_num_threads(),
                      "precision": plan["precision"], "device": device.type, "machine": machine(device)})
     return rows
+
+
+def estimate(cells: list[grid.Cell], s: grid.Settings, d_ff: dict, per_step: dict, data_dir=None) -> float:
+    """Seconds ``cells`` should take to train and evaluate here, for the line printed before a grid
+    starts: one training step of each (task, member) timed (``measure_task``, one round
+    after a warm-up), times the cell's steps, plus its validation and test passes (a forward pass
+    taken as a third of a step); a time budget counts as its share."""
+    import math
+
+    from ..options import parse_duration
+    from . import grid
+    step_s = {}
+    for task in dict.fromkeys(c.task for c in cells):
+        plans = {c.member: s.plan(c, d_ff.get((c.task, c.member))) for c in cells if c.task == task}
+        step_s.update({(task, r["member"]): r["step_ms"] / 1e3 for r in measure_task(plans, 1, data_dir)})
+    total = 0.0
+    for c in cells:
+        one = step_s[(c.task, c.member)]
+        steps = grid.steps_of(s, c.task, per_step[(c.task, c.member)])
+        train = one * steps if steps is not None else parse_duration(s.cell_time, "--time")
+        total += train + 2 * math.ceil(s.eval_examples / s.batch_size) * one / 3
+    return total
 
 
 def peaks(task_plans: dict[str, dict], data_dir=None) -> dict[str, tuple[float, bool]]:
