@@ -97,10 +97,9 @@ def _interrupt_a_save(tmp: Path, seed: int) -> None:
     The process must exit within 5 s, and every checkpoint it left must load and verify."""
     rng = random.Random(seed)
     flag = tmp / "saves"
-    env = {**os.environ, "TFAMILY_TEST_SAVE_FILE": str(flag)}
-    p = subprocess.Popen([sys.executable, "-m", "tfamily.cli", "train", *SAVER, "--steps", "100000",
-                          "--out", str(tmp / "run")], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                         text=True)
+    hooked = [sys.executable, str(Path(__file__).parent / "hooked_cli.py"), "--saves", str(flag), "--"]
+    p = subprocess.Popen([*hooked, "train", *SAVER, "--steps", "100000", "--out", str(tmp / "run")],
+                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:
         n, t0 = rng.randint(2, 4), time.monotonic()
         while not (flag.is_file() and len(flag.read_text().split()) >= n):

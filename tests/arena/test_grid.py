@@ -23,7 +23,7 @@ SAME = ("task", "member", "seed", "params", "steps", "test_acc", "val_acc", "val
 
 
 def kill_when_flagged(proc: subprocess.Popen, flag: Path, timeout: float = 150) -> None:
-    """SIGKILL ``proc`` once it has written ``flag`` (the loop's TFAMILY_TEST_HALT hook)."""
+    """SIGKILL ``proc`` once it has written ``flag`` (tests/hooked_cli.py's --halt)."""
     deadline = time.monotonic() + timeout
     try:
         while not flag.exists():
@@ -91,9 +91,9 @@ def test_shards_cover_the_grid_once_and_merge_to_the_same_table(baseline, tmp_pa
 
 def test_killed_cell_resumes_where_it_stopped(baseline, tmp_path):
     out, flag = tmp_path / "out", tmp_path / "halted"
-    env = {**os.environ, "TFAMILY_TEST_HALT": "step:3", "TFAMILY_TEST_HALT_FILE": str(flag)}
-    proc = subprocess.Popen([sys.executable, "-m", "tfamily.cli", "arena", *TINY, "--out", str(out)], env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    hooked = [sys.executable, str(Path(__file__).parents[1] / "hooked_cli.py"), "--halt", "step:3", str(flag), "--"]
+    proc = subprocess.Popen([*hooked, "arena", *TINY, "--out", str(out)], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
     kill_when_flagged(proc, flag)
     first = out / "listops" / "gpt-s0"
     assert not (first / "cell.json").exists() and (first / "checkpoints" / "step-00000002").is_dir()

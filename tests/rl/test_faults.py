@@ -31,8 +31,9 @@ ARGS = ["--env", "tfamily/RememberFirst-v0", "--member", "lstm", "--steps", "48"
         "--set", "eval_episodes=2", "--no-progress"]
 
 
-def _cmd(*args: str) -> list[str]:
-    return [sys.executable, "-m", "tfamily.cli", "rl", "train", *args]
+def _cmd(*args: str, hooks: tuple[str, ...] = ()) -> list[str]:
+    """``hooks``: the tests' hooks (tests/hooked_cli.py) installed in the run."""
+    return [sys.executable, str(Path(__file__).parents[1] / "hooked_cli.py"), *hooks, "--", "rl", "train", *args]
 
 
 def _env(**extra: str) -> dict:
@@ -43,8 +44,8 @@ def test_sigkill_during_an_rl_checkpoint_write_keeps_the_last_good_one_and_resum
     full, killed, flag = tmp_path / "full", tmp_path / "killed", tmp_path / "halted"
     done = subprocess.run(_cmd(*ARGS, "--out", str(full)), env=_env(), capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
-    proc = subprocess.Popen(_cmd(*ARGS, "--out", str(killed)), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, env=_env(TFAMILY_TEST_HALT="checkpoint:4", TFAMILY_TEST_HALT_FILE=str(flag)))
+    proc = subprocess.Popen(_cmd(*ARGS, "--out", str(killed), hooks=("--halt", "checkpoint:4", str(flag))),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env())
     kill_when_flagged(proc, flag, "the write of checkpoint 4")
     ckdir = killed / "checkpoints"
     assert [p.name for p in ckdir.iterdir() if p.name.startswith(".tmp-step-00000004")]  # half written
@@ -73,7 +74,7 @@ def test_two_rl_runs_racing_for_one_directory_never_replace_a_finished_run(stage
     run, gate = tmp_path / "run", tmp_path / "gate"
     gate.mkdir()
     argv = [*ARGS, "--out", str(run), "--json"]
-    b = subprocess.Popen(_cmd(*argv), env=_env(TFAMILY_TEST_PAUSE=f"{stage}:{gate}"), stdout=subprocess.PIPE,
+    b = subprocess.Popen(_cmd(*argv, hooks=("--pause", stage, str(gate))), env=_env(), stdout=subprocess.PIPE,
                          stderr=subprocess.PIPE, text=True)
     try:
         _wait_for(gate / stage, b)

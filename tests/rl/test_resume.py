@@ -32,8 +32,9 @@ ARGS = ["--env", "tfamily/RememberFirst-v0", "--steps", "64", "--n-envs", "4", "
         "--ckpt-every", "3", "--set", "eval_episodes=4", "--no-progress"]
 
 
-def _cmd(*args: str) -> list[str]:
-    return [sys.executable, "-m", "tfamily.cli", "rl", "train", *args]
+def _cmd(*args: str, hooks: tuple[str, ...] = ()) -> list[str]:
+    """``hooks``: the tests' hooks (tests/hooked_cli.py) installed in the run."""
+    return [sys.executable, str(Path(__file__).parents[1] / "hooked_cli.py"), *hooks, "--", "rl", "train", *args]
 
 
 def _env(**extra: str) -> dict:
@@ -57,8 +58,8 @@ def test_rl_resume_after_sigkill_is_bitwise(tmp_path, member):
     full, killed = tmp_path / "full", tmp_path / "killed"
     _run([*ARGS, "--member", member, "--out", str(full)])
     flag = tmp_path / "halted"
-    proc = subprocess.Popen(_cmd(*ARGS, "--member", member, "--out", str(killed)),
-                            env=_env(TFAMILY_TEST_HALT="step:8", TFAMILY_TEST_HALT_FILE=str(flag)),
+    proc = subprocess.Popen(_cmd(*ARGS, "--member", member, "--out", str(killed),
+                                 hooks=("--halt", "step:8", str(flag))), env=_env(),
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     kill_when_flagged(proc, flag, "step 8")
     assert sorted(p.name for p in (killed / "checkpoints").iterdir() if p.name.startswith("step-")) == \

@@ -114,9 +114,10 @@ def _load_killing():
     return module.kill_when_flagged
 
 
-def _sweep_cmd(out: Path) -> list[str]:
-    return [sys.executable, "-m", "tfamily.cli", "rl", "sweep", *ARGS, "--members", "lstm", "gtrxl",
-            "--out", str(out)]
+def _sweep_cmd(out: Path, hooks: tuple[str, ...] = ()) -> list[str]:
+    """``hooks``: the tests' hooks (tests/hooked_cli.py) installed in the sweep."""
+    return [sys.executable, str(Path(__file__).parents[1] / "hooked_cli.py"), *hooks, "--", "rl", "sweep", *ARGS,
+            "--members", "lstm", "gtrxl", "--out", str(out)]
 
 
 def _env(**extra: str) -> dict:
@@ -129,7 +130,7 @@ def test_sweep_resumes_a_killed_run_bitwise(tmp_path):
     full, killed, flag = tmp_path / "full", tmp_path / "killed", tmp_path / "halted"
     done = subprocess.run(_sweep_cmd(full), env=_env(), capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
-    proc = subprocess.Popen(_sweep_cmd(killed), env=_env(TFAMILY_TEST_HALT="step:6", TFAMILY_TEST_HALT_FILE=str(flag)),
+    proc = subprocess.Popen(_sweep_cmd(killed, ("--halt", "step:6", str(flag))), env=_env(),
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     _load_killing()(proc, flag, "step 6 of the first run")
     again = subprocess.run(_sweep_cmd(killed), env=_env(), capture_output=True, text=True, timeout=300)

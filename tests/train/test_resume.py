@@ -24,8 +24,9 @@ TINY = ["member=gpt", "model.d_model=32", "model.heads.n_heads=2", "model.depth.
         "train.threads=1", "train.precision=fp32", "train.progress=false", "train.tensorboard=false"]
 
 
-def _cmd(*args: str) -> list[str]:
-    return [sys.executable, "-m", "tfamily.cli", "train", *args]
+def _cmd(*args: str, hooks: tuple[str, ...] = ()) -> list[str]:
+    """``hooks``: the tests' hooks (tests/hooked_cli.py) installed in the run."""
+    return [sys.executable, str(Path(__file__).parents[1] / "hooked_cli.py"), *hooks, "--", "train", *args]
 
 
 def _env(**extra: str) -> dict:
@@ -42,7 +43,7 @@ def _run(args: list[str], **env: str) -> None:
 def _run_until_killed(args: list[str], halt: str, tmp: Path) -> None:
     """Start training, wait until it reaches the halt point, SIGKILL it."""
     flag = tmp / f"halted-{halt.replace(':', '-')}"
-    proc = subprocess.Popen(_cmd(*args), env=_env(TFAMILY_TEST_HALT=halt, TFAMILY_TEST_HALT_FILE=str(flag)),
+    proc = subprocess.Popen(_cmd(*args, hooks=("--halt", halt, str(flag))), env=_env(),
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     kill_when_flagged(proc, flag, halt)
 

@@ -29,8 +29,9 @@ def _env(**extra: str) -> dict:
     return env
 
 
-def _cmd(*args: str) -> list[str]:
-    return [sys.executable, "-m", "tfamily.cli", "train", *args]
+def _cmd(*args: str, hooks: tuple[str, ...] = ()) -> list[str]:
+    """``hooks``: the tests' hooks (tests/hooked_cli.py) installed in the run."""
+    return [sys.executable, str(Path(__file__).parents[1] / "hooked_cli.py"), *hooks, "--", "train", *args]
 
 
 def _run(args: list[str]) -> None:
@@ -63,8 +64,7 @@ def test_the_hidden_state_is_checkpointed(reference):
 def test_sigkill_between_checkpoints_resumes_bitwise_with_the_rnn_state(reference, tmp_path):
     run = tmp_path / "run"
     flag = tmp_path / "halted"
-    proc = subprocess.Popen(_cmd(*TINY, f"train.out={run}"),
-                            env=_env(TFAMILY_TEST_HALT="step:6", TFAMILY_TEST_HALT_FILE=str(flag)),
+    proc = subprocess.Popen(_cmd(*TINY, f"train.out={run}", hooks=("--halt", "step:6", str(flag))), env=_env(),
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     kill_when_flagged(proc, flag, "step:6")
     assert [s for s, _ in checkpoint.step_dirs(run / "checkpoints")] == [4]

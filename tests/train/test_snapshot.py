@@ -19,6 +19,7 @@ from .killing import kill_when_flagged
 from .lstm_model import ARGS, LSTMState, TinyLSTM
 
 SCRIPT = Path(__file__).with_name("lstm_model.py")
+HOOKED = Path(__file__).parents[1] / "hooked_cli.py"  # the script with the tests' hooks installed
 
 
 def _env(**extra: str) -> dict:
@@ -27,9 +28,9 @@ def _env(**extra: str) -> dict:
     return env
 
 
-def _run(*args: str, **env: str) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, str(SCRIPT), *args], env=_env(**env), stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+def _run(*args: str, hooks: tuple[str, ...] = ()) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, str(HOOKED), *hooks, "--", str(SCRIPT), *args], env=_env(),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
 def _finish(proc: subprocess.Popen) -> None:
@@ -56,7 +57,7 @@ def test_lstm_state_checkpointed_and_resumed_bitwise_after_sigkill(tmp_path):
     ref = tmp_path / "ref"
     _finish(_run(str(ref)))
     run, flag = tmp_path / "run", tmp_path / "halted"
-    proc = _run(str(run), TFAMILY_TEST_HALT="step:6", TFAMILY_TEST_HALT_FILE=str(flag))
+    proc = _run(str(run), hooks=("--halt", "step:6", str(flag)))
     kill_when_flagged(proc, flag, "step 6")
     assert [s for s, _ in checkpoint.step_dirs(run / "checkpoints")] == [4]
     _finish(_run(str(run), "--resume"))

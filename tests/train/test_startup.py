@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 import torch
@@ -113,9 +114,8 @@ def test_two_runs_racing_for_one_directory_never_replace_a_finished_run(stage, t
     run, gate = tmp_path / "run", tmp_path / "gate"
     gate.mkdir()
     argv = ["train", *TINY, "--steps", "3", "--out", str(run), "--json"]
-    env = {**os.environ, "TFAMILY_TEST_PAUSE": f"{stage}:{gate}"}
-    b = subprocess.Popen([sys.executable, "-m", "tfamily.cli", *argv], env=env, stdout=subprocess.PIPE,
-                         stderr=subprocess.PIPE, text=True)
+    hooked = [sys.executable, str(Path(__file__).parents[1] / "hooked_cli.py"), "--pause", stage, str(gate), "--"]
+    b = subprocess.Popen([*hooked, *argv], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         _wait_for(gate / stage, b)
         a_rc = cli.main(argv)

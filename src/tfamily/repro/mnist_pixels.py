@@ -154,12 +154,13 @@ def config_for(kind: str, args, out: Path):
         "train.keep": 1, "train.out": str(out / kind), "train.tensorboard": False, "train.progress": False})
 
 
-def curve_points(kind: str, trainer, untrained: dict) -> list[dict]:
-    """Test bpd at every evaluation, with the mean train bpd of the steps since the previous one."""
+def curve_points(kind: str, run_dir: Path, evals: list[dict], untrained: dict) -> list[dict]:
+    """Test bpd at every evaluation (``untrained``, then the run's ``evals``), with the mean train bpd of
+    the steps since the previous one (from ``run_dir``'s train.csv)."""
     from ..train.metrics import read_csv
-    losses = {int(r["step"]): float(r["loss"]) for r in read_csv(trainer.run_dir / "train.csv")}
+    losses = {int(r["step"]): float(r["loss"]) for r in read_csv(run_dir / "train.csv")}
     points, prev = [], 0
-    for e in [untrained, *trainer.evals]:
+    for e in [untrained, *evals]:
         seen = [losses[s] / math.log(2) for s in range(prev + 1, e["step"] + 1) if s in losses]
         points.append({"model": kind, "step": e["step"], "train_s": round(e["train_s"], 2),
                        "train_bpd": round(sum(seen) / len(seen), 4) if seen else None,
@@ -209,7 +210,7 @@ def train_one(kind: str, split, args, out: Path) -> tuple[dict, list[dict]]:
            "steps_per_s": round(steps / max(train_s, 1e-9), 3), "sample_s": round(sample_s, 1),
            "cache_max_abs_diff": mismatch, "batch_size": args.batch_size, "params": result["params"],
            "precision": precision, "samples_png": str(grid)}
-    return row, curve_points(kind, trainer, untrained)
+    return row, curve_points(kind, trainer.run_dir, trainer.evals, untrained)
 
 
 def run(args) -> int:

@@ -113,8 +113,6 @@ def _train(args) -> int:
 
 
 def _train_run(args, rl_config, train) -> dict:
-    from ..train.rundir import pause_point
-    pause_point("args")  # test hook: a second process racing for the run directory (tests/rl/test_faults.py)
     from pathlib import Path
 
     from ..interrupt import resumable

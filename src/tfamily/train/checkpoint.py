@@ -25,7 +25,7 @@ import os
 import re
 import shutil
 import sys
-import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -48,31 +48,6 @@ _STEP_DIR = re.compile(r"^step-(\d{8,})$")
 
 class CheckpointError(ValueError):
     """A checkpoint directory is missing, incomplete or corrupt."""
-
-
-# -- test hook ---------------------------------------------------------------------------------
-def halt_point(kind: str, step: int) -> None:
-    """Test hook: with TFAMILY_TEST_HALT='<kind>:<step>' the process announces itself by
-    creating TFAMILY_TEST_HALT_FILE and waits there to be killed (the kill-and-resume
-    tests send SIGKILL at exactly this point). Kinds: 'step' (after a training step,
-    between checkpoints) and 'checkpoint' (weights written, metadata not yet)."""
-    want = os.environ.get("TFAMILY_TEST_HALT")
-    if want != f"{kind}:{step}":
-        return
-    flag = os.environ.get("TFAMILY_TEST_HALT_FILE")
-    if flag:
-        Path(flag).write_text(str(os.getpid()))
-    time.sleep(120)
-    os._exit(99)  # never reached when the test kills us
-
-
-def announce(step: int) -> None:
-    """Test hook: with TFAMILY_TEST_SAVE_FILE set, each checkpoint write appends its step there as
-    it starts (the interrupt tests time their SIGINT from it)."""
-    flag = os.environ.get("TFAMILY_TEST_SAVE_FILE")
-    if flag:
-        with open(flag, "a") as f:
-            f.write(f"{step}\n")
 
 
 # -- files -------------------------------------------------------------------------------------
@@ -141,14 +116,16 @@ def _tied_elsewhere(model: nn.Module, names: set[str]) -> set[str]:
 
 
 def write(root: Path, step: int, model: nn.Module | dict[str, Tensor], groups: dict[str, dict[str, Tensor]],
-          meta: dict, keep: int) -> Path:
+          meta: dict, keep: int, on_save: Callable[[int, str], None] | None = None) -> Path:
     """Write checkpoint ``step`` under ``root`` atomically; keep the newest ``keep``. ``model``: the
-    module, or its tensors as ``model_tensors`` gives them (a sharded model's, gathered first)."""
+    module, or its tensors as ``model_tensors`` gives them (a sharded model's, gathered first).
+    ``on_save(step, phase)``: told at 'begin' (nothing written yet) and 'files' (the tensors written,
+    ``meta.json`` not yet), e.g. the tests' kill points (``callbacks.SeesSaves``)."""
     root.mkdir(parents=True, exist_ok=True)
     weights = model if isinstance(model, dict) else model_tensors(model)
     with interrupt.deferred():  # Ctrl-C waits for the write (a few seconds at most: interrupt.py)
         try:
-            path = _write(root, step, weights, groups, meta, keep)
+            path = _write(root, step, weights, groups, meta, keep, on_save or _quiet)
             if (path / TOKENIZER).is_file():  # the run's, beside checkpoints/
                 shutil.copyfile(path / TOKENIZER, root.parent / TOKENIZER)
             return path
@@ -177,13 +154,18 @@ def _no_room(root: Path, step: int, weights: dict, groups: dict) -> OSError:
                                  f"about {need / 2**20:.1f} MiB ({free}); {last}")
 
 
-def _write(root: Path, step: int, weights: dict, groups: dict, meta: dict, keep: int) -> Path:
+def _quiet(step: int, phase: str) -> None:
+    pass
+
+
+def _write(root: Path, step: int, weights: dict, groups: dict, meta: dict, keep: int,
+           on_save: Callable[[int, str], None]) -> Path:
     final = root / f"step-{step:08d}"
     tmp = root / f".tmp-{final.name}-{os.getpid()}"
     if tmp.exists():
         shutil.rmtree(tmp)
     tmp.mkdir()
-    announce(step)
+    on_save(step, "begin")
     files = {}
     save_file(weights, str(tmp / "model.safetensors"), metadata={"format": "pt"})
     files["model.safetensors"] = None
@@ -193,7 +175,7 @@ def _write(root: Path, step: int, weights: dict, groups: dict, meta: dict, keep:
     vocab = meta.get("vocab")
     if isinstance(vocab, dict) and vocab.get("type") == "tokenizer":  # a copy of meta.json's, for transformers
         (tmp / TOKENIZER).write_text(vocab["json"], encoding="utf-8")
-    halt_point("checkpoint", step)
+    on_save(step, "files")
     for fname in files:
         _fsync_path(tmp / fname)
         files[fname] = {"bytes": (tmp / fname).stat().st_size, "sha256": _sha256(tmp / fname)}

@@ -20,7 +20,6 @@ from pathlib import Path
 from ..settings import commands
 from ..settings.run import Config, flag_overrides
 from ..settings.schema import add_flags
-from .rundir import pause_point
 
 
 def add_parser(sub) -> None:
@@ -103,7 +102,6 @@ def _train(args) -> int:
     from .checkpoint import load as load_checkpoint
     from .config import check_resume, load
     overrides = flag_overrides(args)
-    pause_point("args")
     check_data_dir(args.data_dir)
     if args.resume:
         if args.config:

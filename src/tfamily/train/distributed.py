@@ -116,6 +116,22 @@ def _average(t: Tensor, d: Dist) -> None:
     t.div_(d.world_size)
 
 
+class LossOf(nn.Module):
+    """``model.loss`` as a module forward, so DDP sees the call (it hooks ``forward``).
+    A carried state rides on an attribute: DDP's input handling would copy a
+    state that is a list (``SegmentMemory``) into a plain list."""
+
+    def __init__(self, model: nn.Module):
+        super().__init__()
+        self.model = model
+        self.state = None
+
+    def forward(self, batch: dict):
+        if self.state is not None:
+            batch = {**batch, "state": self.state}
+        return self.model.loss(batch)
+
+
 def wrap(module: nn.Module, d: Dist) -> nn.Module:
     """DDP around the loss module; an FSDP model is already sharded (``shard``)."""
     if not d.active or d.fsdp:

@@ -4,7 +4,6 @@ from the loss (bits per character for text, bits per dimension for pixels)."""
 from __future__ import annotations
 
 import math
-import time
 from collections.abc import Callable, Iterable
 
 import torch
@@ -90,29 +89,14 @@ def level(batches: Iterable[dict], task, model: nn.Module, device: torch.device,
     return mine
 
 
-def held_out(tr, units: int | None = None) -> dict:
-    """The trainer ``tr``'s model scored on ``units`` of held-out data (default train.eval_tokens).
-    Torch's generators are restored after (an LSH layer draws rotations in evaluation too), so
-    when a run evaluates never changes what it trains on."""
-    t = tr.cfg.train
-    batches = tr.task.eval_batches(units or t.eval_tokens, t.eval_batch_size or t.batch_size)
-    with torch.random.fork_rng(devices=[tr.device] if tr.device.type == "cuda" else []):
-        if tr.dist.fsdp and tr.dist.active:
-            batches = level(batches, tr.task, tr.model, tr.device, tr.precision, tr.dist)
-        return evaluate(tr.model, batches, device=tr.device, precision=tr.precision, dist=tr.dist,
-                        carries=tr.task.carries_state, metrics=tr.task.eval_metrics)
-
-
-def record(tr, log, units: int | None = None) -> None:
-    """Evaluate on ``units`` (default train.eval_tokens: a final evaluation), log it, and give its
-    rate to the budget (which predicts the final evaluation from it)."""
-    e0 = time.perf_counter()
-    e = tr.evaluate(units)
-    seconds = time.perf_counter() - e0
-    tr.budget.measured(e["tokens"], seconds)
-    tr.last_eval = {"step": tr.step, "train_s": tr.train_s, **e, "eval_s": seconds,
-                    "partial": units is not None and units < tr.budget.eval_units}
-    tr.evals.append(tr.last_eval)
-    log.log_eval({"step": tr.step, "tokens": tr.tokens, **{k: e.get(k) for k in ("loss", "bpc", "ppl", "acc")}},
-                 extra={k: v for k, v in e.items() if k not in ("loss", "bpc", "ppl", "acc", "tokens")
-                        and isinstance(v, (int, float)) and not isinstance(v, bool)})
+def held_out(model: nn.Module, task, units: int, batch_size: int, *, device: torch.device, precision: str,
+             dist: distributed.Dist) -> dict:
+    """``model`` scored on ``units`` of ``task``'s held-out data. Torch's generators are restored after
+    (an LSH layer draws rotations in evaluation too), so when a run evaluates never changes what it
+    trains on."""
+    batches = task.eval_batches(units, batch_size)
+    with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
+        if dist.fsdp and dist.active:
+            batches = level(batches, task, model, device, precision, dist)
+        return evaluate(model, batches, device=device, precision=precision, dist=dist,
+                        carries=task.carries_state, metrics=task.eval_metrics)

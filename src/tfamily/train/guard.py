@@ -1,6 +1,6 @@
 """The trainer's non-finite checks: a NaN or infinite loss, gradient norm or weight stops the run
-naming the step (``stop``), before the optimiser touches the weights or before anything saves them;
-fp16's skipped steps (``skipped_step``); and the checks kept on the device, read every
+naming the step (``stop_message``), before the optimiser touches the weights or before anything saves them;
+fp16's skipped steps (``overflows_unscaled``); and the checks kept on the device, read every
 ``train.check_every`` steps (the rest of this module).
 
 Reading the loss, the gradient norm and a weights-finite flag back to the host every step makes a
@@ -12,11 +12,12 @@ sync at its next check point (a log, evaluation or checkpoint step, or the end).
 as it would have at the bad step, with the weights as they were before it (or, for weights that an
 update made non-finite, before anything saved them), and names that step.
 
-The functions taking ``tr`` are the ``Trainer``'s (``loop.py``) steps on this path.
+The step on this path is ``device_step``; the reads are the guard callback's
+(``callbacks/nonfinite.py``), the stop the ``Trainer``'s.
 """
 from __future__ import annotations
 
-import time
+from collections.abc import Callable
 
 import torch
 from torch import Tensor, nn
@@ -30,23 +31,21 @@ class NonFiniteLoss(RuntimeError):
     """The loss (or gradient norm) became NaN or infinite; the run stopped before updating."""
 
 
-def stop(tr, what: str, step: int, after: bool = False) -> None:
-    """Raise ``NonFiniteLoss`` for the trainer ``tr``: ``what`` failed at ``step``, ``after`` the update."""
-    tr.optimizer.zero_grad(set_to_none=True)
-    last = f"the last good checkpoint is {tr.last_ckpt}" if tr.last_ckpt else "no checkpoint was written yet"
+def stop_message(what: str, step: int, last_ckpt, after: bool = False) -> str:
+    """Why the run stopped: ``what`` failed at ``step``, ``after`` the update; ``last_ckpt`` the last good one."""
+    last = f"the last good checkpoint is {last_ckpt}" if last_ckpt else "no checkpoint was written yet"
     when = ("stopped before saving them" if after else
             "stopped before the optimiser step, so the weights are unchanged")
-    raise NonFiniteLoss(f"{what} at step {step}; {when} and {last}. Try a lower train.lr, "
-                        f"train.grad_clip=1.0, or train.precision=fp32")
+    return (f"{what} at step {step}; {when} and {last}. Try a lower train.lr, "
+            f"train.grad_clip=1.0, or train.precision=fp32")
 
 
-def skipped_step(tr, norm: float, loss: float) -> None:
-    """fp16: the step was skipped and the scale will halve; past 16 halvings in a row (a scale
-    below 1) the gradients overflow unscaled, which no scale can fix."""
-    tr.skipped += 1
-    if tr.scaler.get_scale() * tr.scaler.get_backoff_factor() < 1.0:
-        stop(tr, f"fp16 gradients overflow even unscaled (gradient norm {norm}, loss {loss:.4g}, "
-                 f"loss scale {tr.scaler.get_scale()})", tr.step + 1)
+def overflows_unscaled(scaler) -> str | None:
+    """fp16, after a skipped step (the scale will halve): past 16 halvings in a row (a scale below 1)
+    the gradients overflow unscaled, which no scale can fix; what to say then, else None."""
+    if scaler.get_scale() * scaler.get_backoff_factor() < 1.0:
+        return f"loss scale {scaler.get_scale()}"
+    return None
 
 
 def what(kind: int, loss: float, norm: float | None) -> str:
@@ -106,66 +105,46 @@ def arm(optimizer: torch.optim.Optimizer, bad: Tensor | None) -> None:
     optimizer.found_inf = bad.float() if bad is not None else None
 
 
-def check_every(tr) -> int:
-    """``train.check_every``: 'auto' is ``log_every`` in one CUDA process whose optimiser can skip a
-    step on the device, else 1; a CPU waits for nothing, so it checks every step."""
-    t = tr.cfg.train
-    why = ("fp16 loss scaling reads its overflow flag every step" if tr.scaler.is_enabled() else
-           "the ranks agree on each step's loss" if tr.dist.active else
-           None if skips_on_device(tr.optimizer) else
+def check_every(setting: int | str, log_every: int, device: torch.device, *, scaled: bool, ranks: bool,
+                optimizer: torch.optim.Optimizer) -> int:
+    """``train.check_every`` (``setting``): 'auto' is ``log_every`` in one CUDA process whose optimiser
+    can skip a step on the device, else 1; a CPU waits for nothing, so it checks every step.
+    ``scaled``: fp16 loss scaling is on; ``ranks``: several processes train together."""
+    why = ("fp16 loss scaling reads its overflow flag every step" if scaled else
+           "the ranks agree on each step's loss" if ranks else
+           None if skips_on_device(optimizer) else
            "the optimiser cannot skip a step on the device (train.fused=false)")
-    if t.check_every == "auto":
-        return t.log_every if tr.device.type == "cuda" and why is None else 1
-    if t.check_every > 1 and why is not None:
-        raise ValueError(f"train.check_every={t.check_every} needs the checks to stay on the device, but "
+    if setting == "auto":
+        return log_every if device.type == "cuda" and why is None else 1
+    if setting > 1 and why is not None:
+        raise ValueError(f"train.check_every={setting} needs the checks to stay on the device, but "
                          f"{why}; use train.check_every=1 (or auto)")
-    return t.check_every
+    return setting
 
 
-def device_step(tr) -> tuple[Tensor, Tensor, int]:
-    """``Trainer.train_step`` without reading anything back: the loss, gradient-norm and weights
-    checks are noted on the device and a failed step is skipped there."""
-    g, step = tr.guard, tr.step + 1
-    losses, units = tr._backward()
+def failure(g: Guard | None) -> tuple[str, int, bool] | None:
+    """Read ``g`` (one sync): None when every step so far passed, else the first failed check as the
+    stop names it, its step, and whether it failed after the update (``WEIGHTS``)."""
+    failed = g.read() if g is not None else None
+    if failed is None:
+        return None
+    step, kind, loss, norm = failed
+    return what(kind, loss, norm), step, kind == WEIGHTS
+
+
+def device_step(g: Guard, step: int, backward: Callable[[], tuple[list, int]], model: nn.Module,
+                optimizer: torch.optim.Optimizer, grad_clip: float | None,
+                after_update: Callable[[], None]) -> tuple[Tensor, Tensor, int]:
+    """Training step ``step`` without reading anything back: ``backward()`` gives the micro-batches'
+    losses on the device and the units; the loss, gradient-norm and weights checks are noted in ``g``
+    and a failed step is skipped on the device; ``after_update()`` follows the optimiser step."""
+    losses, units = backward()
     loss = torch.stack(losses).mean()
     g.note(step, LOSS, ~loss.isfinite(), loss)
-    norm = nn.utils.clip_grad_norm_(tr.model.parameters(), tr.cfg.train.grad_clip or float("inf"))
+    norm = nn.utils.clip_grad_norm_(model.parameters(), grad_clip or float("inf"))
     g.note(step, NORM, ~norm.isfinite(), loss, norm)
-    arm(tr.optimizer, g.bad)
-    tr.optimizer.step()
-    g.note(step, WEIGHTS, ~distributed.finite_flag(tr.model), loss, norm)
-    tr._after_update()
+    arm(optimizer, g.bad)
+    optimizer.step()
+    g.note(step, WEIGHTS, ~distributed.finite_flag(model), loss, norm)
+    after_update()
     return loss, norm, units
-
-
-def check(tr) -> None:
-    """Read the device checks of the steps since the last check (one sync) and stop at the first
-    that failed, as ``train_step`` would have there."""
-    failed = tr.guard.read() if tr.guard is not None else None
-    if failed is not None:
-        step, kind, loss, norm = failed
-        tr.pending = [p for p in tr.pending if p["step"] < step]
-        stop(tr, what(kind, loss, norm), step, after=kind == WEIGHTS)
-
-
-def flush(tr, log) -> None:
-    """The trainer's steps since the last flush: checked (``check``), then their losses into the recent
-    ones and every ``log_every``-th row into train.csv (rows before a failed step are kept). Its
-    seconds are training time: with the checks on the device, the read waits for the queued steps."""
-    if not tr.pending:
-        return
-    t0 = time.perf_counter()
-    try:
-        check(tr)
-    finally:
-        rows, tr.pending = tr.pending, []
-        values = [(r["loss"], r["grad_norm"]) for r in rows]
-        if values and isinstance(values[0][0], Tensor):  # one read for all of them
-            values = torch.stack([torch.stack([a.float(), b.float()]) for a, b in values]).tolist()
-        for row, (loss, norm) in zip(rows, values):
-            row["loss"], row["grad_norm"] = loss, norm
-            tr.recent.append(loss)
-            if row["step"] % tr.cfg.train.log_every == 0:
-                log.log_train(row)
-        spent = time.perf_counter() - t0
-        tr.train_s, tr.elapsed = tr.train_s + spent, tr.elapsed + spent

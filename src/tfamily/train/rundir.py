@@ -11,8 +11,8 @@ The trainer takes the lock before anything else reads or writes the directory (b
 autotune, the data, the build and the first save) and keeps it to the end, so two runs started
 together on one ``--out`` never both get past the start: the second is refused in one line
 while the first holds the directory, or, once the first has finished, because the directory
-has checkpoints (``--resume`` continues it). ``pause_point`` lets the tests hold a process at
-each stage of its start-up to check that.
+has checkpoints (``--resume`` continues it). The tests hold a process at each stage of its start-up
+(``callbacks.SeesStages``) to check that.
 """
 from __future__ import annotations
 
@@ -27,21 +27,6 @@ from pathlib import Path
 from ..textload import load_json, read_text
 
 LOCK = ".lock"
-STAGES = ("args", "data", "build", "autotune", "save")  # in the order a run reaches them
-_paused: set[str] = set()
-
-
-def pause_point(stage: str) -> None:
-    """Test hook: with TFAMILY_TEST_PAUSE='<stage>:<dir>' the process creates <dir>/<stage> on
-    reaching ``stage`` (once) and waits until <dir>/go exists (at most 120 s)."""
-    want, _, folder = os.environ.get("TFAMILY_TEST_PAUSE", "").partition(":")
-    if want != stage or stage in _paused or not folder:
-        return
-    _paused.add(stage)
-    Path(folder, stage).write_text(str(os.getpid()))
-    deadline = time.monotonic() + 120
-    while not Path(folder, "go").exists() and time.monotonic() < deadline:
-        time.sleep(0.02)
 
 
 class RunDirLocked(ValueError):

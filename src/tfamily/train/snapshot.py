@@ -10,15 +10,19 @@ resumes on another number of ranks, unless the model carries per-rank state.
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from pathlib import Path
 
 import torch
+from torch import nn
 
+from ..spec import Spec
 from . import checkpoint, distributed
 from .optim import flatten_optimizer, unflatten_optimizer
 from .rng import capture_rng, restore_rng
+from .task import Task
 
 
 def _carry_out(state, d) -> tuple[dict, dict | None]:
@@ -44,89 +48,101 @@ def _carry_in(state, group: dict, meta: dict, rank: int, device: torch.device) -
     state.load_state_dict({**values, **mine})
 
 
-def save(tr) -> Path | None:
-    """Write a checkpoint of trainer ``tr`` (every rank takes part; rank 0 writes)."""
-    d = tr.dist
+@dataclasses.dataclass
+class Parts:
+    """The objects a checkpoint saves and a resume restores (the run's counters come as plain values)."""
+
+    model: nn.Module
+    optimizer: torch.optim.Optimizer
+    scheduler: torch.optim.lr_scheduler.LambdaLR
+    task: Task
+    state: object | None              # the model's carried state (``nn/state/``), if any
+    dist: distributed.Dist
+    device: torch.device
+
+
+def save(p: Parts, run: dict, root: Path, step: int, keep: int, on_save=None) -> Path | None:
+    """Write a checkpoint of ``step`` under ``root`` (every rank takes part; rank 0 writes and gets its
+    path). ``run``: the run's own plain values for ``meta.json`` (counters, spec, config, metrics, ...);
+    ``on_save(step, phase)``: told as the write goes (``callbacks.SeesSaves``)."""
+    d = p.dist
     rng_t, rng_meta = capture_rng()
     for r, s in enumerate(distributed.gather(torch.get_rng_state(), d)):
         rng_t[f"torch.rank{r}"] = s
     # FSDP: every rank takes part in gathering the whole weights and moments to rank 0.
-    weights = distributed.full_weights(tr.model) if d.fsdp else tr.model
-    opt_state = distributed.optimizer_state(tr.model, tr.optimizer, d)
+    weights = distributed.full_weights(p.model) if d.fsdp else p.model
+    opt_state = distributed.optimizer_state(p.model, p.optimizer, d)
     opt_t, opt_meta = flatten_optimizer(opt_state) if opt_state is not None else ({}, None)
-    carry_t, carry_meta = _carry_out(tr.state, d)
-    position = tr.task.state_dict()
+    carry_t, carry_meta = _carry_out(p.state, d)
+    position = p.task.state_dict()
     # A task's position may hold tensors (an RL rollout buffer): safetensors, not JSON.
     data_t = {k: v for k, v in position.items() if isinstance(v, torch.Tensor)}
-    groups = {"optimizer": opt_t, "rng": rng_t, **({"carry": carry_t} if tr.state is not None else {}),
+    groups = {"optimizer": opt_t, "rng": rng_t, **({"carry": carry_t} if p.state is not None else {}),
               **({"data": data_t} if data_t else {})}
     path = None
     if d.main:
-        task = tr.task
-        meta = {"tokens": tr.tokens, "elapsed": tr.elapsed, "world_size": d.world_size,
-                "spec": tr.spec.to_dict() if tr.spec is not None else None, "config": tr.cfg.to_dict(),
+        task = p.task
+        meta = {**run, "world_size": d.world_size,
                 "vocab": task.vocab.to_json() if task.vocab is not None else None,
                 "source": {"name": task.name, "kind": task.kind, "seq_len": task.seq_len, "unit": task.unit},
-                "scheduler": tr.scheduler.state_dict(), "optimizer": opt_meta, "rng": rng_meta,
+                "scheduler": p.scheduler.state_dict(), "optimizer": opt_meta, "rng": rng_meta,
                 "data": {k: v for k, v in position.items() if k not in data_t}, "carry": carry_meta,
-                "precision": tr.precision, "threads": torch.get_num_threads(),
-                "scaler": tr.scaler.state_dict() if tr.scaler.is_enabled() else None, "skipped": tr.skipped,
-                "metrics": {"train_loss": tr.train_loss, "val": tr.last_eval},
-                "recent": list(tr.recent), "data_dir": tr.data_dir}
+                "threads": torch.get_num_threads()}
         json.dumps(meta)  # fail before writing anything if some state is not plain data
-        path = checkpoint.write(tr.run_dir / "checkpoints", tr.step, weights, groups, meta, tr.cfg.train.keep)
-        tr.last_ckpt = path
-    tr.saved_step = tr.step
+        path = checkpoint.write(root, step, weights, groups, meta, keep, on_save)
     distributed.barrier(d)
     return path
 
 
-def restore_scaler(tr, ck: checkpoint.Loaded) -> None:
+def restore_scaler(scaler, meta: dict) -> int:
     """fp16's loss scale and its growth counter, so a resumed run skips and grows as the
-    uninterrupted one (a fresh scale would restart at 2**16 and skip steps the run did not)."""
-    if tr.scaler.is_enabled() and ck.meta.get("scaler"):
-        tr.scaler.load_state_dict(ck.meta["scaler"])
-    tr.skipped = ck.meta.get("skipped", 0)
+    uninterrupted one (a fresh scale would restart at 2**16 and skip steps the run did not);
+    returns the steps skipped so far."""
+    if scaler.is_enabled() and meta.get("scaler"):
+        scaler.load_state_dict(meta["scaler"])
+    return meta.get("skipped", 0)
 
 
-def restore(tr, ck: checkpoint.Loaded) -> None:
-    """Put the state saved in ``ck`` into trainer ``tr`` (built for the same run); a piece of
-    saved state missing inside a section (an edited checkpoint) is a ``CheckpointError``."""
+def restore(p: Parts, ck: checkpoint.Loaded, spec: Spec | None) -> dict:
+    """Put the state saved in ``ck`` into ``p`` (built for the same run, of ``spec``) and return the
+    run's counters (step, tokens, elapsed, recent losses); a piece of saved state missing inside a
+    section (an edited checkpoint) is a ``CheckpointError``."""
     try:
-        _restore(tr, ck)
+        return _restore(p, ck, spec)
     except KeyError as e:
         raise checkpoint.CheckpointError(
             f"{ck.path} lacks {e} in its saved state; the checkpoint is corrupt or was edited: resume from an "
             f"earlier checkpoint (pass its directory) or start a new run") from e
 
 
-def _restore(tr, ck: checkpoint.Loaded) -> None:
+def _restore(p: Parts, ck: checkpoint.Loaded, spec: Spec | None) -> dict:
     meta = ck.meta
-    if tr.spec is not None and meta["spec"] != tr.spec.to_dict():
-        here = tr.spec.to_dict()
+    if spec is not None and meta["spec"] != spec.to_dict():
+        here = spec.to_dict()
         diff = sorted(k for k in set(meta["spec"] or {}) | set(here) if (meta["spec"] or {}).get(k) != here.get(k))
         raise ValueError(f"{ck.path} was trained with a different spec (differs in {diff}); "
                          f"resume without model overrides")
-    d = tr.dist
+    d = p.dist
     if meta["world_size"] != d.world_size and meta.get("carry"):
         raise ValueError(f"{ck.path} carries each of its {meta['world_size']} rank(s)' own model state (memory "
                          f"of their rows); resume it with {meta['world_size']} process(es), not {d.world_size}")
-    ck.load_weights(tr.model, tr.device, distributed.load_full_weights(tr.model) if d.fsdp else None)
+    ck.load_weights(p.model, p.device, distributed.load_full_weights(p.model) if d.fsdp else None)
     try:
-        distributed.load_optimizer_state(tr.model, tr.optimizer,
+        distributed.load_optimizer_state(p.model, p.optimizer,
                                          unflatten_optimizer(ck.group("optimizer"), meta["optimizer"]), d)
     except ValueError as e:  # another parameter layout, e.g. a checkpoint from before the fused QKV projection
         raise ValueError(f"{ck.path}: its optimizer state does not fit this model's parameters ({e}); the "
                          f"weights still load (tfamily eval / generate), but the run cannot resume: start a new "
                          f"run from these weights") from e
-    tr.scheduler.load_state_dict(meta["scheduler"])
-    tr.task.load_state_dict({**meta["data"], **ck.group("data")})
+    p.scheduler.load_state_dict(meta["scheduler"])
+    p.task.load_state_dict({**meta["data"], **ck.group("data")})
     rng = ck.group("rng")
     # Resumed on more ranks than wrote it, a new rank keeps the stream a new run gives it (its
     # rows were another rank's, so no saved dropout stream could continue them anyway).
     mine = rng.get(f"torch.rank{d.rank}", torch.get_rng_state())
     restore_rng(rng, meta["rng"], mine)
-    tr.step, tr.tokens, tr.elapsed = meta["step"], meta["tokens"], meta["elapsed"]
-    tr.recent.extend(meta.get("recent") or [])  # so a resumed run reports the same train_loss
-    if tr.state is not None and meta.get("carry"):
-        _carry_in(tr.state, ck.group("carry"), meta["carry"], tr.dist.rank, tr.device)
+    if p.state is not None and meta.get("carry"):
+        _carry_in(p.state, ck.group("carry"), meta["carry"], d.rank, p.device)
+    # recent: the last losses, so a resumed run reports the same train_loss
+    return {"step": meta["step"], "tokens": meta["tokens"], "elapsed": meta["elapsed"],
+            "recent": meta.get("recent") or []}
