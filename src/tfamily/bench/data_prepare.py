@@ -24,6 +24,7 @@ from pathlib import Path
 
 from ..settings.schema import add_flags, setting
 
+GROUPS = ("text", "bpe", "readers", "train")
 FIELDS = ["row", "vocab", "source", "mb", "seconds", "mb_per_s", "baseline", "baseline_mb_per_s", "ratio",
           "rss_anon_peak_mb", "first_step_s", "steps", "load_1min", "cpu", "cores"]
 
@@ -43,6 +44,9 @@ class Settings:
     data_dir: str | None = setting(None, flag=True)
     out: str = setting("runs/bench/data_prepare", flag=True, help="directory for data_prepare.json/.csv/.png")
     json: bool = setting(False, flag=True, help="print the rows as a JSON list")
+    rounds: int = setting(2, flag=True, lo=1, help="alternating rounds of the BPE row (the best of each kept)")
+    only: list[str] = setting(list(GROUPS), flag=True, choices=None,
+                              help=f"the row groups to run, of {', '.join(GROUPS)}; the others' rows in --out are kept")
 
 
 def add_args(p) -> None:
@@ -164,9 +168,6 @@ def _train(corpus: Path, run: Path, steps: int) -> tuple[float, float]:
     return peak, first
 
 
-GROUPS = ("text", "bpe", "readers", "train")
-
-
 def _tokenizer(work: Path, text: Path, size: int, row) -> Path:
     """The BPE every BPE row lends: trained once on ``text`` (timed, with an empty cache), kept in ``work``."""
     tok = work / f"tokenizer-{size}.json"
@@ -184,6 +185,9 @@ def _tokenizer(work: Path, text: Path, size: int, row) -> Path:
 def run(args) -> int:
     from ..hardware import cores, cpu_model
     from .results import print_rows, write_rows
+    bad = [g for g in args.only if g not in GROUPS]
+    if bad:
+        raise ValueError(f"--only {' '.join(bad)} is not valid; choose from {', '.join(GROUPS)}")
     work, out = Path(args.work), Path(args.out)
     work.mkdir(parents=True, exist_ok=True)
     paragraphs = _paragraphs(args.data_dir)
