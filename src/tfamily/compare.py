@@ -91,8 +91,8 @@ def _number(v):
 
 def return_curve(run: Run) -> tuple[list[int], list[float], list[float]]:
     """RL: (environment steps, seconds, batch-mean return), one point per rollout."""
-    from .rl.table import curve
-    xs, ys = curve(run.path)
+    from .train.metrics import rollout_returns
+    xs, ys = rollout_returns(run.path)
     return xs, _seconds_at(xs, run, key="tokens"), ys
 
 

@@ -20,9 +20,9 @@ import math
 import statistics
 from pathlib import Path
 
-from ..numbers import cut
 from ..textload import number, read_json, require
 from ..plotting import pyplot
+from ..train.metrics import rollout_returns as curve  # the run's (env steps, batch-mean return)
 
 
 def mmer(returns) -> float:
@@ -36,25 +36,6 @@ def mmer(returns) -> float:
 def mean_std(values: list[float]) -> tuple[float, float]:
     """Mean and sample standard deviation (n - 1; NaN for a single trial)."""
     return statistics.fmean(values), statistics.stdev(values) if len(values) > 1 else math.nan
-
-
-def curve(run: Path) -> tuple[list[int], list[float]]:
-    """(env steps, batch-mean return) once per rollout, from the run's train.csv (the loop logs
-    every PPO update; a rollout's updates share its env-step count and its return)."""
-    from ..train.metrics import read_csv
-    xs, ys = [], []
-    for i, r in enumerate(read_csv(run / "train.csv"), 2):
-        if r.get("mean_return") in (None, ""):
-            continue
-        try:
-            x, y = int(r["tokens"]), float(r["mean_return"])
-        except (KeyError, TypeError, ValueError):
-            raise ValueError(f"{run / 'train.csv'} row {i} has tokens={cut(r.get('tokens'))} and mean_return="
-                             f"{cut(r.get('mean_return'))}, not numbers; the file is corrupt or hand-edited") from None
-        if not xs or x != xs[-1]:
-            xs.append(x)
-            ys.append(y)
-    return xs, ys
 
 
 def runs(sweep_dir: str | Path) -> list[dict]:

@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 
 from .. import textload
+from ..numbers import cut
 
 TRAIN_FIELDS = ["step", "tokens", "loss", "lr", "grad_norm", "tokens_per_s", "elapsed_s"]
 EVAL_FIELDS = ["step", "tokens", "loss", "bpc", "ppl", "acc"]
@@ -44,6 +45,25 @@ LOG_BYTES = 1 << 30  # a long run logs ~100 bytes a row; far below this
 def read_csv(path: Path) -> list[dict]:
     """The rows of a run's ``train.csv`` / ``eval.csv`` (through the bounded loader)."""
     return textload.read_csv(path, LOG_BYTES)
+
+
+def rollout_returns(run: Path) -> tuple[list[int], list[float]]:
+    """(env steps, batch-mean return) once per rollout, from the run's train.csv (the loop logs
+    every PPO update; a rollout's updates share its env-step count and its return): the RL
+    curve that `tfamily rl table` and `tfamily compare` draw."""
+    xs, ys = [], []
+    for i, r in enumerate(read_csv(run / "train.csv"), 2):
+        if r.get("mean_return") in (None, ""):
+            continue
+        try:
+            x, y = int(r["tokens"]), float(r["mean_return"])
+        except (KeyError, TypeError, ValueError):
+            raise ValueError(f"{run / 'train.csv'} row {i} has tokens={cut(r.get('tokens'))} and mean_return="
+                             f"{cut(r.get('mean_return'))}, not numbers; the file is corrupt or hand-edited") from None
+        if not xs or x != xs[-1]:
+            xs.append(x)
+            ys.append(y)
+    return xs, ys
 
 
 def _rows_up_to(path: Path, step: int) -> list[dict]:
