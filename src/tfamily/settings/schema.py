@@ -158,7 +158,7 @@ def check_value(key: str, value: Any, m, hint) -> None:
         if not isinstance(value, list):
             raise TypeError(f"{key} must be a list, got {cut(value)}")
         (item,) = typing.get_args(hint if typing.get_origin(hint) is list else
-                                  next(a for a in typing.get_args(hint) if typing.get_origin(a) is list))
+                                  next(a for a in typing.get_args(hint) if typing.get_origin(a) is list)) or (Any,)
         for v in value:
             check_value(key, v, {**m, "check": None}, item)
     elif str in kinds and not isinstance(value, str):

@@ -25,9 +25,6 @@ def from_dict(d: dict) -> Config:
     on CUDA) and that size's data and train defaults under what ``d`` sets."""
     if not isinstance(d, dict):
         raise TypeError(f"a config must be a mapping, got {type(d).__name__}")
-    bad = sorted(set(d) - set(SECTIONS), key=str)
-    if bad:
-        raise ValueError(f"unknown config section(s) {bad}; valid: {', '.join(SECTIONS)}")
     return _run.from_dict(resolve(d))
 
 
