@@ -3,7 +3,6 @@ finite bpd, PNGs, cached decoding equal to full recomputation over a whole image
 generation order each model uses, and argument validation. No timing assertions."""
 from __future__ import annotations
 
-import argparse
 import csv
 import json
 import math
@@ -25,7 +24,7 @@ def _need_mnist():
 
 
 def args(**kw):
-    p = argparse.ArgumentParser()
+    p = cli.Parser()  # the renamed options (--budget, --max-steps) need the CLI's parser
     mnist_pixels.add_args(p)
     a = p.parse_args([])
     for k, v in kw.items():

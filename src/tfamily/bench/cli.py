@@ -1,8 +1,9 @@
 """`tfamily bench NAME`, `tfamily patterns`, `tfamily plot NAME`.
 
-Each benchmark or plot is a module with ``add_args(parser)`` and ``run(args) -> int``, listed
-by name here and imported only when used; ``group`` lays such a table out as one command
-(the reproductions use it too: ``tfamily.repro.cli``).
+Each benchmark or plot is a module with its settings declared once (a ``Settings`` dataclass of
+``settings.schema.setting`` fields, which ``add_args(parser)`` turns into flags) and
+``run(args) -> int``, listed by name here and imported only when used; ``group`` lays such a
+table out as one command (the reproductions use it too: ``tfamily.repro.cli``).
 """
 from __future__ import annotations
 

@@ -3,7 +3,8 @@
 Each reproduction trains family members on a paper's task through the shared loop
 (``train.Trainer`` driving a ``train.Task``) and writes a table and a plot with the
 shared results writer (``bench/results.write_rows``). `tfamily repro NAME` runs one;
-this table lists them (module with ``add_args(parser)`` and ``run(args) -> int``).
+this table lists them (module with its ``Settings``, ``add_args(parser)`` and ``run(args) -> int``,
+as a benchmark: ``bench/cli.py``).
 """
 from __future__ import annotations
 
