@@ -195,6 +195,10 @@ CHECKS = Registry("check", ("tfamily.checks",))
 # the names of ``pretrained.family.Family``, one module per family in ``pretrained/``).
 ARENA_TASKS = Registry("arena task", ("tfamily.arena.tasks",))
 PRETRAINED = Registry("pretrained family", ("tfamily.pretrained.families",))
+# Where a run may start from (``train.init_from``): a reader per kind of checkpoint (name -> ``read(path)
+# -> train.transfer.Source``, with ``claims(path)`` in its info): a Hugging Face directory, a tfamily run.
+# The readers live with the importers (``pretrained/transfer.py``), above the trainer that reads them here.
+SOURCES = Registry("checkpoint source", ("tfamily.pretrained.transfer",))
 
 AXES: dict[str, Registry] = {r.axis: r for r in (MODELS, PATTERNS, KERNELS, POSITIONS, HEADS, RESIDUALS,
                                                   DEPTHS, STATES, FEEDFORWARDS, ACTIVATIONS, OBJECTIVES,

@@ -17,6 +17,7 @@ from safetensors.torch import load_file
 from torch import Tensor, nn
 
 from ..numbers import cut
+from ..train.transfer import tied as _tied
 from ..textload import expect, read_json, require
 
 # The transformers class that keeps each model kind's head: AutoModel would save the trunk alone,
@@ -138,17 +139,6 @@ class Weights:
 
     def left(self) -> list[str]:
         return sorted(self.tensors)
-
-
-def _tied(model: nn.Module) -> set[str]:
-    """The state names that alias an earlier one (a head tied to the embedding)."""
-    seen: set[int] = set()
-    aliases = set()
-    for name, t in model.state_dict(keep_vars=True).items():
-        if id(t) in seen:
-            aliases.add(name)
-        seen.add(id(t))
-    return aliases
 
 
 def load_into(model: nn.Module, state: dict[str, Tensor], weights: Weights, source: Path) -> None:

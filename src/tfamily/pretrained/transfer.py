@@ -1,52 +1,34 @@
-"""Start a model from another's weights: a Hugging Face directory or a tfamily run, with any
-axis changed. A checkpoint is a member plus weights, so changing an axis is a spec override, and
-every weight the new spec still has, at the same shape, is copied; what the new spec adds starts
-from its own initialisation and is named, as is what it leaves out.
-
-- A pattern (sliding window, BigBird), a state (XL memory), a kernel or a depth without weights
-  of its own changes which keys a query sees, not the weights: all of them are kept.
-- A longer learned position table is filled the Longformer way (Beltagy et al. 2020, section 5:
-  "we initialize them by copying the 512 position embeddings from RoBERTa multiple times"): row
-  i is the source's row i mod n, so each copy starts where the attention learned to expect
-  position 0's neighbours, and the model reads the longer context at once.
-- A new model kind (a classifier on a decoder or encoder) keeps the trunk; the old head is
-  dropped and the new one starts fresh.
+"""Where ``train.init_from`` starts a run from: a Hugging Face directory or a tfamily run or
+checkpoint, each a reader registered in ``registry.SOURCES`` with the paths it claims. The trainer
+reads its source through the registry (``train/finetune.py``) and copies the weights that still
+apply (``train/transfer.py``: which, and how a longer position table is filled), so it never
+imports this layer above it.
 """
 from __future__ import annotations
 
-import functools
-import re
 from pathlib import Path
-from typing import NamedTuple
 
-import torch
-from torch import Tensor, nn
-
-from ..spec import Spec
-from .load import _tied
-
-POSITION_TABLE = "position.table.weight"
+from ..registry import SOURCES
+from ..train.transfer import POSITION_TABLE, Report, Source, longformer_fill, transfer  # noqa: F401 (this module's API)
 
 
-class Source(NamedTuple):
-    """A checkpoint to start from: its model (weights loaded, LoRA merged), spec and vocabulary."""
-    model: nn.Module
-    spec: Spec
-    vocab: object | None
-    path: Path
+def _is_hf(p: Path) -> bool:
+    return (p / "config.json").is_file()
 
 
-@functools.lru_cache(maxsize=1)
-def _load(path: str) -> Source:
-    p = Path(path)
-    if (p / "config.json").is_file():  # a Hugging Face directory
-        from ..data.tokenizer import read_tokenizer
-        from . import from_pretrained
-        model, spec = from_pretrained(p)
-        tok = p / "tokenizer.json"
-        vocab = read_tokenizer(tok) if tok.is_file() else None
-        return Source(model, spec, vocab, p)
-    from ..train.sample import load_trained  # a tfamily run or checkpoint directory
+def read_hf(p: Path) -> Source:
+    """A Hugging Face directory (config.json, model.safetensors, tokenizer.json if any)."""
+    from ..data.tokenizer import read_tokenizer
+    from . import from_pretrained
+    model, spec = from_pretrained(p)
+    tok = p / "tokenizer.json"
+    vocab = read_tokenizer(tok) if tok.is_file() else None
+    return Source(model, spec, vocab, p)
+
+
+def read_run(p: Path) -> Source:
+    """A tfamily run or checkpoint directory (LoRA adapters merged)."""
+    from ..train.sample import load_trained
     if not p.exists():
         raise FileNotFoundError(f"--init-from {p} does not exist; pass a Hugging Face directory (config.json + "
                                 f"model.safetensors) or a tfamily run or checkpoint directory")
@@ -54,66 +36,11 @@ def _load(path: str) -> Source:
     return Source(tr.model, tr.spec, tr.vocab, tr.path)
 
 
+SOURCES.register("huggingface", read_hf, claims=_is_hf)
+SOURCES.register("run", read_run, claims=lambda p: not _is_hf(p))
+
+
 def load_source(path: str | Path) -> Source:
     """The checkpoint at ``path`` (read once per process for the same path)."""
-    return _load(str(Path(path).expanduser().resolve()))
-
-
-class Report(NamedTuple):
-    """What ``transfer`` did, by weight name: copied as is, filled from a shorter table, new
-    (absent from the source, or at another shape), and the source's weights left out."""
-    kept: list[str]
-    extended: list[str]
-    new: list[str]
-    dropped: list[str]
-
-    def lines(self) -> list[str]:
-        out = [f"{len(self.kept)} weights kept"]
-        out += [f"extended {e}" for e in self.extended]
-        out.append(f"new: {_short(self.new)}" if self.new else "new: none")
-        out.append(f"dropped: {_short(self.dropped)}" if self.dropped else "dropped: none")
-        return out
-
-
-def _short(names: list[str]) -> str:
-    """``stack.blocks.0.x, stack.blocks.1.x`` -> ``stack.blocks.*.x (2)``: one entry per layer pattern."""
-    groups: dict[str, int] = {}
-    for n in names:
-        key = re.sub(r"\.blocks\.\d+\.", ".blocks.*.", n)
-        groups[key] = groups.get(key, 0) + 1
-    return ", ".join(k if c == 1 else f"{k} (x{c})" for k, c in groups.items())
-
-
-def _own(model: nn.Module) -> dict[str, Tensor]:
-    tied = _tied(model)
-    return {k: v for k, v in model.state_dict().items() if k not in tied}
-
-
-def longformer_fill(table: Tensor, rows: int) -> Tensor:
-    """``table`` (n, d) repeated to ``rows`` rows: row i is row i mod n."""
-    return table[torch.arange(rows, device=table.device) % table.shape[0]]
-
-
-def transfer(source: nn.Module, model: nn.Module, *, keep_head: bool = True) -> Report:
-    """Copy into ``model`` every weight of ``source`` it still has at the same shape, a longer
-    learned position table filled the Longformer way; ``keep_head=False`` leaves ``head.*`` new
-    (the model kind changed, so the old head means something else)."""
-    src, own = _own(source), _own(model)
-    kept, extended, new = [], [], []
-    with torch.no_grad():
-        for name, t in own.items():
-            s = src.get(name) if keep_head or not name.startswith("head.") else None
-            if s is not None and s.shape == t.shape:
-                t.copy_(s)
-                kept.append(name)
-            elif (s is not None and name.endswith(POSITION_TABLE) and s.dim() == 2 and s.shape[1] == t.shape[1]
-                  and s.shape[0] < t.shape[0]):
-                t.copy_(longformer_fill(s, t.shape[0]))
-                times = t.shape[0] / s.shape[0]
-                extended.append(f"{name} {s.shape[0]} -> {t.shape[0]} rows (the table copied {times:g} times, as "
-                                f"Longformer extends RoBERTa's)")
-            else:
-                new.append(name if s is None else f"{name} (was {tuple(s.shape)}, now {tuple(t.shape)})")
-    done = set(kept) | {e.split(" ")[0] for e in extended}
-    dropped = [n for n in src if n not in done and not (n in own and src[n].shape != own[n].shape)]
-    return Report(kept, extended, new, dropped)
+    from ..train.finetune import source
+    return source(path)

@@ -6,9 +6,9 @@
 
 ``init_from`` (a Hugging Face directory or a tfamily run or checkpoint) replaces the member: the
 spec is the checkpoint's, ``model.*`` overrides change its axes, and every weight that still
-applies is copied (``pretrained/transfer.py`` says which, and how a longer position table is
-filled); the start line names what is new and what was dropped. A labelled file as the corpus
-turns the model into a classifier (``resolve.make_spec``). The run's vocabulary is the
+applies is copied (``transfer.py`` says which, and how a longer position table is filled; the
+checkpoint is read by the reader ``registry.SOURCES`` holds for its kind, ``pretrained/transfer.py``);
+the start line names what is new and what was dropped. A labelled file as the corpus turns the model into a classifier (``resolve.make_spec``). The run's vocabulary is the
 checkpoint's (its tokenizer.json, or the run's vocabulary), else the corpus default.
 
 ``lora`` (``rank``, ``alpha``, ``targets``: linear layer names) trains low-rank adapters on the
@@ -18,10 +18,16 @@ merges them.
 """
 from __future__ import annotations
 
+import functools
+from pathlib import Path
+
 from torch import nn
 
 from ..nn.lora import add_lora, is_adapter
+from ..registry import SOURCES
 from ..settings.run import LORA
+from .transfer import Source, transfer
+
 
 def lora_settings(lora: dict) -> dict | None:
     if not lora:
@@ -30,9 +36,20 @@ def lora_settings(lora: dict) -> dict | None:
     return {**s, "targets": [s["targets"]] if isinstance(s["targets"], str) else list(s["targets"])}
 
 
-def source(path: str):
-    from ..pretrained.transfer import load_source
-    return load_source(path)
+def source(path: str | Path) -> Source:
+    """The checkpoint at ``path``, read by the reader of ``registry.SOURCES`` that claims it (once per
+    process for the same path)."""
+    return _read(str(Path(path).expanduser().resolve()))
+
+
+@functools.lru_cache(maxsize=1)
+def _read(path: str) -> Source:
+    p = Path(path)
+    claimed = [name for name in SOURCES.in_order() if SOURCES.entry(name).info["claims"](p)]
+    if len(claimed) != 1:
+        raise ValueError(f"--init-from {p}: {len(claimed)} checkpoint readers claim it ({', '.join(claimed)}); "
+                         f"registered: {', '.join(SOURCES.names())}")
+    return SOURCES[claimed[0]](p)
 
 
 def source_spec(path: str) -> dict:
@@ -67,7 +84,6 @@ def prepare(model: nn.Module, cfg, fresh: bool, notes: list[str]) -> nn.Module:
     fresh from ``train.init_from``, and the adapters of ``train.lora``; each step adds its note."""
     t = cfg.train
     if t.init_from and fresh:
-        from ..pretrained.transfer import transfer
         src = source(t.init_from)
         report = transfer(src.model, model, keep_head=src.spec.model == model.spec.model)
         notes.append(f"init from {src.path}: " + "; ".join(report.lines()))
