@@ -26,6 +26,7 @@ from ..numbers import check_int
 from ..train import grid as runner
 from ..train.grid import parse_shard  # noqa: F401  (the arena's --shard, as every grid reads it)
 from . import ARENA_MEMBERS, tasks  # ARENA_MEMBERS: the default members, defined torch-free
+from .settings import Arena
 from .files import read_cell
 
 CAUSAL = "causal"  # the one member variant: NAME:causal keeps the decoder's causal pattern
@@ -52,29 +53,31 @@ class Cell:
 
 @dataclass(frozen=True)
 class Settings:
-    """What every cell shares (the fairness rules of ``arena/__init__.py``)."""
+    """What every cell shares (the fairness rules of ``arena/__init__.py``): the plan a cell is continued
+    and merged by, made from the command's settings by ``settings.Arena.shared``; its defaults are that
+    declaration's (a library caller's default budget is 20 steps)."""
     steps: int | None = 20
     time: str | None = None
     lengths: dict = field(default_factory=dict)   # task -> length; missing: the task's declared length
     task_steps: dict = field(default_factory=dict)  # task -> steps; missing: ``steps``
-    d_model: int = 64
-    n_layers: int = 2
-    n_heads: int = 4
-    batch_size: int = 16
+    d_model: int = Arena.d_model
+    n_layers: int = Arena.layers
+    n_heads: int = Arena.heads
+    batch_size: int = Arena.batch_size
     lr: float = 1e-3
     warmup: int | None = None                     # None: a tenth of --steps (20 with --time)
-    eval_examples: int = 256
-    match_params: bool = True                     # d_ff per member: parameters within 10% of the first's
-    threads: int | None = 1
+    eval_examples: int = Arena.eval_examples
+    match_params: bool = Arena.match_params       # d_ff per member: parameters within 10% of the first's
+    threads: int | None = Arena.threads
     flops: float | None = None                    # training FLOPs per (member, seed) (flops.py's rule): stops each cell
     sweep: int = 1                                # learning rates tried: --flops and --time are split evenly among them
-    precision: str = "fp32"
-    device: str = "cpu"
+    precision: str = Arena.precision
+    device: str = Arena.device
     # "attention": every member is gpt's recipe with only its attention changes (pattern, kernel,
     # shared-QK heads, a reversible depth: ``members.Member.attention_only``), LRA's protocol;
     # "papers": each member's full preset (``--as-papers``)
     base: str = "attention"
-    ckpt_every: int | None = 50                   # not part of the plan: it changes no number
+    ckpt_every: int | None = Arena.ckpt_every     # not part of the plan: it changes no number
 
     def length(self, task: str) -> int:
         return self.lengths[task] if task in self.lengths else tasks.get(task).length
