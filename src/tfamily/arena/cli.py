@@ -50,7 +50,7 @@ def _run(args) -> int:
     from . import grid
     apply_preset(args)
     a = settings(args)
-    s = a.shared()
+    s = grid.shared(a)
     i, n = grid.parse_shard(a.shard)
     members = [m if ":" in m or not a.causal else f"{m}:{grid.CAUSAL}" for m in a.members]
     cells = grid.grid(members, a.tasks, a.seeds, a.lr)

@@ -26,7 +26,7 @@ from ..numbers import check_int
 from ..train import grid as runner
 from ..train.grid import parse_shard  # noqa: F401  (the arena's --shard, as every grid reads it)
 from . import ARENA_MEMBERS, tasks  # ARENA_MEMBERS: the default members, defined torch-free
-from .settings import Arena
+from .settings import STEPS, Arena, task_items
 from .files import read_cell
 
 CAUSAL = "causal"  # the one member variant: NAME:causal keeps the decoder's causal pattern
@@ -54,7 +54,7 @@ class Cell:
 @dataclass(frozen=True)
 class Settings:
     """What every cell shares (the fairness rules of ``arena/__init__.py``): the plan a cell is continued
-    and merged by, made from the command's settings by ``settings.Arena.shared``; its defaults are that
+    and merged by, made from the command's settings by ``shared``; its defaults are that
     declaration's (a library caller's default budget is 20 steps)."""
     steps: int | None = 20
     time: str | None = None
@@ -108,6 +108,20 @@ class Settings:
 
     def lr_of(self, cell: Cell) -> float:
         return self.lr if cell.lr is None else cell.lr
+
+
+def shared(a: Arena) -> Settings:
+    """What every cell shares, from the command's settings ``a``."""
+    steps = task_items("--steps", a.steps or [], "")
+    plain = steps.pop("", None)
+    if plain is None and a.time is None and a.flops is None:
+        plain = STEPS
+    return Settings(steps=plain, time=a.time, lengths=task_items("--length", a.length, ""),
+                    task_steps=steps, flops=a.flops, d_model=a.d_model, n_layers=a.layers,
+                    n_heads=a.heads, batch_size=a.batch_size, lr=a.lr[0], sweep=len(set(a.lr)),
+                    warmup=a.warmup, match_params=a.match_params, eval_examples=a.eval_examples,
+                    threads=a.threads, precision=a.precision, device=a.device,
+                    ckpt_every=a.ckpt_every, base="papers" if a.as_papers else "attention")
 
 
 def split_member(label: str) -> tuple[str, bool]:

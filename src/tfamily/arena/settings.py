@@ -1,5 +1,5 @@
 """`tfamily arena`'s settings, declared once: each field is a flag (its name, help, default and
-check), ``PRESETS`` are named values of these fields, and ``Arena.shared()`` gives what every cell
+check), ``PRESETS`` are named values of these fields, and ``grid.shared(arena)`` gives what every cell
 shares (``grid.Settings``, the plan a cell is continued and merged by). No torch: the task names
 and default lengths are the tasks' declarations."""
 from __future__ import annotations
@@ -24,7 +24,7 @@ PRESETS = {"arena-cpu": {"tasks": ["listops", "mnist", "text"],
 STEPS = 200  # per cell when neither --steps, --time nor --flops is given
 
 
-def _task_items(flag: str, items: list[str], example: str) -> dict[str, int]:
+def task_items(flag: str, items: list[str], example: str) -> dict[str, int]:
     """``["listops=512", "mnist=14"]`` -> ``{"listops": 512, "mnist": 14}``; a plain ``N`` under ""."""
     out = {}
     for item in items:
@@ -37,12 +37,12 @@ def _task_items(flag: str, items: list[str], example: str) -> dict[str, int]:
 
 
 def _lengths(flag: str, items: list[str]) -> None:
-    for name, n in _task_items(flag, items, "listops=512 mnist=14").items():
+    for name, n in task_items(flag, items, "listops=512 mnist=14").items():
         arena_tasks.check_length(name, n)
 
 
 def _steps(flag: str, items: list[str] | None) -> None:
-    for name, n in _task_items(flag, items or [], "600 text=150").items():
+    for name, n in task_items(flag, items or [], "600 text=150").items():
         check_int(f"{flag} {name}".strip(), n, 1, hint="e.g. --steps text=150" if name else "e.g. --steps 20")
 
 
@@ -105,20 +105,6 @@ class Arena:
     preset: str | None = setting(None, flag=True, choices=tuple(PRESETS), help=(
         "a named grid: arena-cpu = listops 128, mnist 14 (600 steps), text 1024 (80 steps), batch 16, lr 1e-3 "
         "and 2e-3, 5 members, 3 seeds, 1 thread (53 min measured as two shards on 2 cores); flags given win"))
-
-    def shared(self):
-        """What every cell shares (``grid.Settings``)."""
-        from .grid import Settings
-        steps = _task_items("--steps", self.steps or [], "")
-        plain = steps.pop("", None)
-        if plain is None and self.time is None and self.flops is None:
-            plain = STEPS
-        return Settings(steps=plain, time=self.time, lengths=_task_items("--length", self.length, ""),
-                        task_steps=steps, flops=self.flops, d_model=self.d_model, n_layers=self.layers,
-                        n_heads=self.heads, batch_size=self.batch_size, lr=self.lr[0], sweep=len(set(self.lr)),
-                        warmup=self.warmup, match_params=self.match_params, eval_examples=self.eval_examples,
-                        threads=self.threads, precision=self.precision, device=self.device,
-                        ckpt_every=self.ckpt_every, base="papers" if self.as_papers else "attention")
 
 
 def apply_preset(args) -> None:
