@@ -28,41 +28,17 @@ import os
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from .results import write_rows
 from ..plotting import pyplot
+from ..settings.schema import add_flags, setting
 
 BASELINE = "dense_causal_sdpa"
 TILED_CAUSAL = "causal_tiles"  # dense causal through the block-sparse tiles (opt-in by name)
 FIELDS = ["pattern", "kernel", "impl", "seq_len", "density", "causal_density", "fwd_ms", "fwd_bwd_ms", "peak_mb",
           "plan_ms", "dense_fwd_bwd_ms", "vs_target", "dense_best_ms", "vs_target_best_dense", "batch", "heads", "d_head", "block_size", "device", "dtype"]
-
-
-def add_args(p) -> None:
-    p.add_argument("--seq-lens", type=int, nargs="+", default=[1024, 2048, 4096, 8192, 16384])
-    p.add_argument("--patterns", nargs="*", default=None,
-                   help=f"catalogue names (default: all but causal), or {TILED_CAUSAL}: dense causal through the "
-                        "kernel's own tiles")
-    p.add_argument("--kernel", default="blocksparse", choices=["blocksparse", "flex"],
-                   help="flex is forward-only on CPU (fwd_bwd_ms is then null)")
-    p.add_argument("--block-size", type=_block, default="auto",
-                   help="tile size, or 'auto' (blocksparse picks one per pattern, length and dtype by modelled "
-                        "cost: nn/kernels/layout.py)")
-    p.add_argument("--batch", type=int, default=1)
-    p.add_argument("--heads", type=int, default=8)
-    p.add_argument("--d-head", type=int, default=64)
-    p.add_argument("--device", default="cpu")
-    p.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"],
-                   help="q, k, v and SDPA's dtype (bf16 runs the bf16 tile kernel where the CPU has bf16 "
-                        "instructions, see fused_blocks.bf16_tiles)")
-    p.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
-    p.add_argument("--rounds", type=int, default=0,
-                   help="timed calls per cell, alternating pattern and dense SDPA (0: 3-5 by length)")
-    p.add_argument("--out", default="runs/bench/attention", help="directory for attention.json/.csv")
-    p.add_argument("--plot", default=None, help="PNG path (default OUT/attention.png)")
-    p.add_argument("--json", action="store_true", help="print the rows as a JSON list")
-    p.add_argument("--worker", default=None, help=argparse.SUPPRESS)
 
 
 def _block(text: str):
@@ -71,6 +47,38 @@ def _block(text: str):
     if not text.isdigit() or int(text) < 1:
         raise argparse.ArgumentTypeError(f"{text!r} is not a tile size; use an integer >= 1 such as 64, or auto")
     return int(text)
+
+
+@dataclass
+class Settings:
+    """`tfamily bench attention`."""
+    seq_lens: list[int] = setting([1024, 2048, 4096, 8192, 16384], flag=True)
+    patterns: list[str] | None = setting(None, flag=True, nargs="*",
+                                         help=f"catalogue names (default: all but causal), or {TILED_CAUSAL}: dense "
+                                              "causal through the kernel's own tiles")
+    kernel: str = setting("blocksparse", flag=True, choices=("blocksparse", "flex"),
+                          help="flex is forward-only on CPU (fwd_bwd_ms is then null)")
+    block_size: int | str = setting("auto", flag=True, parse=_block, words=("auto",),
+                                    help="tile size, or 'auto' (blocksparse picks one per pattern, length and "
+                                         "dtype by modelled cost: nn/kernels/layout.py)")
+    batch: int = setting(1, flag=True)
+    heads: int = setting(8, flag=True)
+    d_head: int = setting(64, flag=True)
+    device: str = setting("cpu", flag=True)
+    dtype: str = setting("float32", flag=True, choices=("float32", "bfloat16"),
+                         help="q, k, v and SDPA's dtype (bf16 runs the bf16 tile kernel where the CPU has bf16 "
+                              "instructions, see fused_blocks.bf16_tiles)")
+    threads: int = setting(0, flag=True, help="torch threads (0: torch's default)")
+    rounds: int = setting(0, flag=True,
+                          help="timed calls per cell, alternating pattern and dense SDPA (0: 3-5 by length)")
+    out: str = setting("runs/bench/attention", flag=True, help="directory for attention.json/.csv")
+    plot: str | None = setting(None, flag=True, help="PNG path (default OUT/attention.png)")
+    json: bool = setting(False, flag=True, help="print the rows as a JSON list")
+    worker: str | None = setting(None, flag=True, help=argparse.SUPPRESS)
+
+
+def add_args(p) -> None:
+    add_flags(p, Settings)
 
 
 def run(args) -> int:

@@ -31,14 +31,16 @@ import json
 import statistics
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
-from ..options import renamed, seconds
+from ..options import seconds
 from .attention import allowed_pairs, visited_tiles
 from .flex_floor_report import one_line as _one_line
 from .flex_floor_report import plot, profile, sync as _sync
 from .flex_floor_report import table as _table
 from .results import write_rows
+from ..settings.schema import add_flags, setting
 
 # Most informative first (the issue's four, then the rest): rows past the budget are skipped.
 PRIORITY = ("sliding_window", "bigbird", "strided_heads", "local_1d", "longformer", "fixed_heads",
@@ -56,29 +58,34 @@ _CHUNK = 1 << 26
 _TOLERANCE = {"bfloat16": 3e-2, "float16": 5e-3, "float32": 1e-4}
 
 
+@dataclass
+class Settings:
+    """`tfamily bench flex-floor`."""
+    seq_lens: list[int] = setting([16384, 4096, 65536], flag=True,
+                                  help="run in this order (each a multiple of --block-size)")
+    patterns: list[str] | None = setting(None, flag=True, help="catalogue names, run in this order (default: all "
+                                         "but causal, the issue's four first)")
+    block_size: int = setting(128, flag=True)
+    batch: int = setting(1, flag=True)
+    heads: int = setting(8, flag=True)
+    d_head: int = setting(64, flag=True)
+    dtype: str = setting("bfloat16", flag=True, choices=sorted(_TOLERANCE))
+    device: str | None = setting(None, flag=True, help="default: cuda when present, else cpu")
+    threads: int = setting(0, flag=True, help="torch CPU threads (0: torch's default); 1 on a shared CPU, where a "
+                           "busy core stalls the compiled kernel's OpenMP barriers for a scheduler tick")
+    warmup: int = setting(3, flag=True)
+    reps: int = setting(10, flag=True, help="timed calls per cell (median)")
+    time: float = setting(150.0, flag=True, old=("--budget-s",), metavar="DUR", parse=seconds,
+                          help="start no row after this long (compilation included; 150, 90s, 5m); the rest "
+                               "are skipped")
+    profile: str = setting("sliding_window", flag=True, help="pattern to profile, or 'none'")
+    profile_len: int = setting(16384, flag=True)
+    out: str = setting("runs/bench/flex_floor", flag=True, help="directory for flex_floor.json/.csv/.png")
+    json: bool = setting(False, flag=True, help="print the rows as a JSON list")
+
+
 def add_args(p) -> None:
-    p.add_argument("--seq-lens", type=int, nargs="+", default=[16384, 4096, 65536],
-                   help="run in this order (each a multiple of --block-size)")
-    p.add_argument("--patterns", nargs="+", default=None,
-                   help="catalogue names, run in this order (default: all but causal, the issue's four first)")
-    p.add_argument("--block-size", type=int, default=128)
-    p.add_argument("--batch", type=int, default=1)
-    p.add_argument("--heads", type=int, default=8)
-    p.add_argument("--d-head", type=int, default=64)
-    p.add_argument("--dtype", default="bfloat16", choices=sorted(_TOLERANCE))
-    p.add_argument("--device", default=None, help="default: cuda when present, else cpu")
-    p.add_argument("--threads", type=int, default=0,
-                   help="torch CPU threads (0: torch's default); 1 on a shared CPU, where a busy core stalls the "
-                        "compiled kernel's OpenMP barriers for a scheduler tick")
-    p.add_argument("--warmup", type=int, default=3)
-    p.add_argument("--reps", type=int, default=10, help="timed calls per cell (median)")
-    p.add_argument("--time", type=seconds, default=150.0, metavar="DUR",
-                   help="start no row after this long (compilation included; 150, 90s, 5m); the rest are skipped")
-    p.add_argument("--profile", default="sliding_window", help="pattern to profile, or 'none'")
-    p.add_argument("--profile-len", type=int, default=16384)
-    p.add_argument("--out", default="runs/bench/flex_floor", help="directory for flex_floor.json/.csv/.png")
-    p.add_argument("--json", action="store_true", help="print the rows as a JSON list")
-    renamed(p, "--time", "--budget-s")
+    add_flags(p, Settings)
 
 
 def run(args) -> int:
@@ -350,7 +357,7 @@ def _version(module: str) -> str | None:
 if __name__ == "__main__":
     # `python -m tfamily.bench.flex_floor` imports no other command's module: on a GPU image without the
     # CLI's optional dependencies (pyyaml, tqdm, tensorboard) it still runs.
-    import argparse
-    parser = argparse.ArgumentParser(prog="tfamily bench flex-floor", description=__doc__.splitlines()[0])
+    from ..cli import Parser
+    parser = Parser(prog="tfamily bench flex-floor", description=__doc__.splitlines()[0])
     add_args(parser)
     sys.exit(run(parser.parse_args()))

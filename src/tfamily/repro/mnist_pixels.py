@@ -32,15 +32,16 @@ import json
 import math
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 from torch import Tensor
 
 from ..bench.results import print_rows, write_rows
-from ..options import renamed
 from ..train import grid as runner
 from .plots import save_curves, save_grid
+from ..settings.schema import add_flags, setting
 
 MODELS = ("local_2d", "dense")
 SIDE = 28
@@ -49,38 +50,43 @@ FIELDS = ["model", "pattern", "kernel", "order", "query_block", "memory", "densi
           "cache_max_abs_diff", "batch_size", "params", "precision", "samples_png"]
 
 
+@dataclass
+class Settings:
+    """`tfamily repro mnist-local2d`."""
+    time: str = setting("4m", flag=True, old=("--budget",),
+                        help="wall-clock time per model (training and curve points): "
+                             "300, 90s, 4m, 1h")
+    steps: int | None = setting(None, flag=True, old=("--max-steps",), help="also stop after this many steps")
+    levels: int = setting(256, flag=True, help="intensity bins per pixel (256 = 8 bits)")
+    batch_size: int = setting(8, flag=True)
+    d_model: int = setting(128, flag=True)
+    layers: int = setting(4, flag=True)
+    heads: int = setting(4, flag=True)
+    lr: float = setting(3e-3, flag=True)
+    warmup: int = setting(20, flag=True)
+    query_block: list[int] = setting([7, 7], flag=True, nargs=2, metavar=("H", "W"))
+    memory: list[int] = setting([7, 7], flag=True, nargs=2, metavar=("ROWS", "COLS"),
+                                help="flange: rows above, columns left and right of the query block")
+    train_images: int | None = setting(None, flag=True, help="use only the first N training images")
+    test_images: int = setting(1000, flag=True, help="score the first N of the 1,000 test images")
+    curve_images: int = setting(100, flag=True, help="test images scored during training")
+    eval_every: int = setting(100, flag=True, help="training steps between curve points")
+    eval_batch: int = setting(50, flag=True)
+    samples: int = setting(16, flag=True)
+    temperature: float = setting(1.0, flag=True)
+    models: list[str] = setting(list(MODELS), flag=True, help=f"subset of {', '.join(MODELS)}")
+    precision: str = setting("auto", flag=True, choices=("auto", "bf16", "fp32"))
+    device: str = setting("cpu", flag=True)
+    threads: int | None = setting(None, flag=True, help="torch threads (default: torch's)")
+    data_dir: str | None = setting(None, flag=True)
+    seed: int = setting(0, flag=True)
+    out: str = setting("runs/repro/mnist-local2d", flag=True)
+    shard: str | None = setting(None, flag=True, metavar="I/N", help=runner.SHARD_HELP)
+    json: bool = setting(False, flag=True)
+
+
 def add_args(p) -> None:
-    p.add_argument("--time", default="4m", help="wall-clock time per model (training and curve points): "
-                                                  "300, 90s, 4m, 1h")
-    p.add_argument("--steps", type=int, default=None, help="also stop after this many steps")
-    p.add_argument("--levels", type=int, default=256, help="intensity bins per pixel (256 = 8 bits)")
-    p.add_argument("--batch-size", type=int, default=8)
-    p.add_argument("--d-model", type=int, default=128)
-    p.add_argument("--layers", type=int, default=4)
-    p.add_argument("--heads", type=int, default=4)
-    p.add_argument("--lr", type=float, default=3e-3)
-    p.add_argument("--warmup", type=int, default=20)
-    p.add_argument("--query-block", type=int, nargs=2, default=[7, 7], metavar=("H", "W"))
-    p.add_argument("--memory", type=int, nargs=2, default=[7, 7], metavar=("ROWS", "COLS"),
-                   help="flange: rows above, columns left and right of the query block")
-    p.add_argument("--train-images", type=int, default=None, help="use only the first N training images")
-    p.add_argument("--test-images", type=int, default=1000, help="score the first N of the 1,000 test images")
-    p.add_argument("--curve-images", type=int, default=100, help="test images scored during training")
-    p.add_argument("--eval-every", type=int, default=100, help="training steps between curve points")
-    p.add_argument("--eval-batch", type=int, default=50)
-    p.add_argument("--samples", type=int, default=16)
-    p.add_argument("--temperature", type=float, default=1.0)
-    p.add_argument("--models", nargs="+", default=list(MODELS), help=f"subset of {', '.join(MODELS)}")
-    p.add_argument("--precision", default="auto", choices=["auto", "bf16", "fp32"])
-    p.add_argument("--device", default="cpu")
-    p.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's)")
-    p.add_argument("--data-dir", default=None)
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--out", default="runs/repro/mnist-local2d")
-    runner.add_shard(p)
-    p.add_argument("--json", action="store_true")
-    renamed(p, "--time", "--budget")
-    renamed(p, "--steps", "--max-steps")
+    add_flags(p, Settings)
 
 
 def check_args(args) -> None:
@@ -230,7 +236,8 @@ def run(args) -> int:
     if not done:
         return 0
     rows, curve = [r["row"] for r in done], [c for r in done for c in r["curve"]]
-    (out / "config.json").write_text(json.dumps({k: v for k, v in vars(args).items() if k != "func"}, indent=1))
+    given = {k: v for k, v in vars(args).items() if k not in ("func", "settings_")}
+    (out / "config.json").write_text(json.dumps(given, indent=1))
     write_rows(out, "results", rows, FIELDS)
     write_rows(out, "curves", curve, ["model", "step", "train_s", "train_bpd", "curve_test_bpd"])
     save_curves(curve, rows, out / "curves.png")
