@@ -32,9 +32,9 @@ class Settings:
                               help="space-separated source token ids (runs trained on synthetic tasks)")
     target_ids: str | None = setting(None, flag=True,
                                      help="teacher-force this target (space-separated ids) instead of decoding")
-    bos: int | None = setting(None, flag=True, help="start id (default: vocab_size - 2, the pair tasks' BOS)")
-    eos: int | None = setting(None, flag=True, help="end id (default: vocab_size - 1, the pair tasks' EOS)")
-    max_len: int = setting(64, flag=True, help="longest target to decode")
+    bos: int | None = setting(None, flag=True, lo=0, help="start id (default: vocab_size - 2, the pair tasks' BOS)")
+    eos: int | None = setting(None, flag=True, lo=0, help="end id (default: vocab_size - 1, the pair tasks' EOS)")
+    max_len: int = setting(64, flag=True, lo=0, help="longest target to decode")
     out: str = setting("runs/plots/alignment.png", flag=True, help="PNG file to write")
     json: bool = setting(False, flag=True, help="print the weights as JSON")
 

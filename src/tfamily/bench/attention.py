@@ -61,15 +61,15 @@ class Settings:
     block_size: int | str = setting("auto", flag=True, parse=_block, words=("auto",),
                                     help="tile size, or 'auto' (blocksparse picks one per pattern, length and "
                                          "dtype by modelled cost: nn/kernels/layout.py)")
-    batch: int = setting(1, flag=True)
-    heads: int = setting(8, flag=True)
-    d_head: int = setting(64, flag=True)
+    batch: int = setting(1, flag=True, lo=0)
+    heads: int = setting(8, flag=True, lo=0)
+    d_head: int = setting(64, flag=True, lo=0)
     device: str = setting("cpu", flag=True)
     dtype: str = setting("float32", flag=True, choices=("float32", "bfloat16"),
                          help="q, k, v and SDPA's dtype (bf16 runs the bf16 tile kernel where the CPU has bf16 "
                               "instructions, see fused_blocks.bf16_tiles)")
-    threads: int = setting(0, flag=True, help="torch threads (0: torch's default)")
-    rounds: int = setting(0, flag=True,
+    threads: int = setting(0, flag=True, lo=0, help="torch threads (0: torch's default)")
+    rounds: int = setting(0, flag=True, lo=0,
                           help="timed calls per cell, alternating pattern and dense SDPA (0: 3-5 by length)")
     out: str = setting("runs/bench/attention", flag=True, help="directory for attention.json/.csv")
     plot: str | None = setting(None, flag=True, help="PNG path (default OUT/attention.png)")

@@ -65,21 +65,21 @@ class Settings:
                                   help="run in this order (each a multiple of --block-size)")
     patterns: list[str] | None = setting(None, flag=True, help="catalogue names, run in this order (default: all "
                                          "but causal, the issue's four first)")
-    block_size: int = setting(128, flag=True)
-    batch: int = setting(1, flag=True)
-    heads: int = setting(8, flag=True)
-    d_head: int = setting(64, flag=True)
+    block_size: int = setting(128, flag=True, lo=0)
+    batch: int = setting(1, flag=True, lo=0)
+    heads: int = setting(8, flag=True, lo=0)
+    d_head: int = setting(64, flag=True, lo=0)
     dtype: str = setting("bfloat16", flag=True, choices=sorted(_TOLERANCE))
     device: str | None = setting(None, flag=True, help="default: cuda when present, else cpu")
-    threads: int = setting(0, flag=True, help="torch CPU threads (0: torch's default); 1 on a shared CPU, where a "
-                           "busy core stalls the compiled kernel's OpenMP barriers for a scheduler tick")
-    warmup: int = setting(3, flag=True)
-    reps: int = setting(10, flag=True, help="timed calls per cell (median)")
+    threads: int = setting(0, flag=True, lo=0, help="torch CPU threads (0: torch's default); 1 on a shared CPU, "
+                           "where a busy core stalls the compiled kernel's OpenMP barriers for a scheduler tick")
+    warmup: int = setting(3, flag=True, lo=0)
+    reps: int = setting(10, flag=True, lo=0, help="timed calls per cell (median)")
     time: float = setting(150.0, flag=True, old=("--budget-s",), metavar="DUR", parse=seconds,
                           help="start no row after this long (compilation included; 150, 90s, 5m); the rest "
                                "are skipped")
     profile: str = setting("sliding_window", flag=True, help="pattern to profile, or 'none'")
-    profile_len: int = setting(16384, flag=True)
+    profile_len: int = setting(16384, flag=True, lo=0)
     out: str = setting("runs/bench/flex_floor", flag=True, help="directory for flex_floor.json/.csv/.png")
     json: bool = setting(False, flag=True, help="print the rows as a JSON list")
 

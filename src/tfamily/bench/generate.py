@@ -31,17 +31,17 @@ FIELDS = ["model", "batch", "device", "threads", "tokens_per_s", "ms_per_step", 
 @dataclass
 class Settings:
     """`tfamily bench generate`."""
-    d_model: int = setting(256, flag=True)
-    layers: int = setting(6, flag=True)
-    heads: int = setting(4, flag=True)
-    vocab: int = setting(256, flag=True)
-    prompt_len: int = setting(16, flag=True)
-    new_tokens: int = setting(1008, flag=True, help="tokens generated (prompt + new = 1K by default)")
+    d_model: int = setting(256, flag=True, lo=0)
+    layers: int = setting(6, flag=True, lo=0)
+    heads: int = setting(4, flag=True, lo=0)
+    vocab: int = setting(256, flag=True, lo=0)
+    prompt_len: int = setting(16, flag=True, lo=0)
+    new_tokens: int = setting(1008, flag=True, lo=0, help="tokens generated (prompt + new = 1K by default)")
     batches: list[int] = setting([1, 8], flag=True)
-    rounds: int = setting(2, flag=True, help="alternation rounds")
+    rounds: int = setting(2, flag=True, lo=0, help="alternation rounds")
     no_recompute: bool = setting(False, flag=True, help="skip the (slow) recomputation rows")
     device: str = setting("auto", flag=True)
-    threads: int = setting(0, flag=True, help="torch threads (0: torch's default)")
+    threads: int = setting(0, flag=True, lo=0, help="torch threads (0: torch's default)")
     out: str = setting("runs/bench/generate", flag=True, help="directory for generate.json/.csv/.png")
     json: bool = setting(False, flag=True, help="print the rows as a JSON list")
 

@@ -51,20 +51,20 @@ class Settings:
     """`tfamily bench lsh`."""
     lengths: list[int] = setting([1024, 4096, 16384, 65536], flag=True)
     rounds: list[int] = setting([1, 2, 4, 8], flag=True, help="LSH hash rounds")
-    bucket_size: int = setting(64, flag=True, help="average bucket size = chunk length")
-    batch: int = setting(1, flag=True)
-    heads: int = setting(8, flag=True)
-    d_head: int = setting(64, flag=True)
-    max_dense_len: int = setting(16384, flag=True,
+    bucket_size: int = setting(64, flag=True, lo=0, help="average bucket size = chunk length")
+    batch: int = setting(1, flag=True, lo=0)
+    heads: int = setting(8, flag=True, lo=0)
+    d_head: int = setting(64, flag=True, lo=0)
+    max_dense_len: int = setting(16384, flag=True, lo=0,
                                  help="longest length at which dense SDPA is run; longer ones are extrapolated")
-    repeats: int = setting(1, flag=True, help="timed calls after the measured first one")
-    threads: int = setting(0, flag=True, help="torch threads (0: torch's default)")
+    repeats: int = setting(1, flag=True, lo=0, help="timed calls after the measured first one")
+    threads: int = setting(0, flag=True, lo=0, help="torch threads (0: torch's default)")
     device: str = setting("cpu", flag=True, choices=DEVICES, help=DEVICE_HELP)
     peer: str = setting("hf", flag=True, choices=("hf", "none"),
                         help="hf: also time Hugging Face's LSHSelfAttention against ours (needs transformers)")
     peer_lengths: list[int] | None = setting(None, flag=True,
                                              help="lengths for the peer rows (default: --lengths up to 16384)")
-    peer_repeats: int = setting(3, flag=True, help="timed calls of each layer, alternating")
+    peer_repeats: int = setting(3, flag=True, lo=0, help="timed calls of each layer, alternating")
     out: str = setting("runs/bench/lsh", flag=True, help="directory for lsh.json/.csv/.png")
     json: bool = setting(False, flag=True, help="print the rows as a JSON list")
     worker: str | None = setting(None, flag=True, help=argparse.SUPPRESS)

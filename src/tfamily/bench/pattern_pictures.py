@@ -26,7 +26,7 @@ COLOURS = [(0.17, 0.39, 0.70), (0.55, 0.75, 0.95), (0.95, 0.55, 0.25), (0.45, 0.
 class Settings:
     """`tfamily patterns`."""
     out: str = setting("runs/patterns", flag=True, help="directory for the PNGs (default runs/patterns)")
-    seq_len: int = setting(256, flag=True, help="a square number: the image is sqrt(L) wide")
+    seq_len: int = setting(256, flag=True, lo=0, help="a square number: the image is sqrt(L) wide")
     patterns: list[str] | None = setting(None, flag=True, nargs="*",
                                          help=f"names to draw (default all: {', '.join(examples(256))})")
     json: bool = setting(False, flag=True, help="print the written files as a JSON list")

@@ -77,12 +77,12 @@ class Settings:
                                      "(tens of seconds) and is not timed")
     precisions: list[str] | None = setting(None, flag=True, choices=("fp32", "bf16"), help="default: fp32 and bf16, "
                                            "or fp32 alone on a CPU that emulates bf16 (about 30x slower)")
-    vocab: int = setting(256, flag=True)
-    rounds: int = setting(4, flag=True, help="alternation rounds")
-    steps: int = setting(3, flag=True, help="timed steps per cell per round")
-    matmul_size: int = setting(1024, flag=True)
+    vocab: int = setting(256, flag=True, lo=0)
+    rounds: int = setting(4, flag=True, lo=0, help="alternation rounds")
+    steps: int = setting(3, flag=True, lo=0, help="timed steps per cell per round")
+    matmul_size: int = setting(1024, flag=True, lo=0)
     device: str = setting("auto", flag=True)
-    threads: int = setting(0, flag=True, help="torch threads (0: torch's default)")
+    threads: int = setting(0, flag=True, lo=0, help="torch threads (0: torch's default)")
     out: str = setting("runs/bench/peers", flag=True, help="directory for peers.json/.csv/.png")
     json: bool = setting(False, flag=True, help="print the rows as a JSON list")
 

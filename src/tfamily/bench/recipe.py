@@ -35,27 +35,27 @@ class Settings:
     """`tfamily bench recipe`."""
     models: list[str] = setting(list(MODELS), flag=True, choices=MODELS)
     seeds: list[int] = setting([0, 1, 2], flag=True)
-    d_model: int = setting(128, flag=True)
-    layers: int = setting(4, flag=True)
-    heads: int = setting(4, flag=True)
-    seq_len: int = setting(128, flag=True)
-    batch: int = setting(16, flag=True)
-    steps: int = setting(800, flag=True)
+    d_model: int = setting(128, flag=True, lo=0)
+    layers: int = setting(4, flag=True, lo=0)
+    heads: int = setting(4, flag=True, lo=0)
+    seq_len: int = setting(128, flag=True, lo=0)
+    batch: int = setting(16, flag=True, lo=0)
+    steps: int = setting(800, flag=True, lo=0)
     dropout: float = setting(0.2, flag=True)
     member_choices: str = setting("gpt2", flag=True, choices=("gpt2", "nanogpt"),
                                   help="the tfamily member's model choices: gpt2 (biases, tanh GELU: the member's "
                                        "own) or nanogpt (no biases, exact GELU: the flat peer's, so a step-time "
                                        "ratio shows the member's overhead)")
     lr: float = setting(1e-3, flag=True)
-    warmup: int = setting(100, flag=True)
+    warmup: int = setting(100, flag=True, lo=0)
     weight_decay: float = setting(0.1, flag=True)
-    eval_every: int = setting(200, flag=True, help="steps between validation passes")
+    eval_every: int = setting(200, flag=True, lo=0, help="steps between validation passes")
     corpus: str = setting("tinyshakespeare", flag=True, help="a corpus name or a text file (character vocab)")
     device: str = setting("cpu", flag=True)
     precision: str = setting("fp32", flag=True, choices=("fp32", "bf16"), help="bf16: autocast")
     compile: bool = setting(False, flag=True, help="torch.compile each model's loss; the compiling first step is "
                                                    "not counted as training time")
-    threads: int = setting(1, flag=True, help="torch threads (0: torch's default)")
+    threads: int = setting(1, flag=True, lo=0, help="torch threads (0: torch's default)")
     out: str = setting("runs/bench/recipe", flag=True, help="directory for recipe.json/.csv/.png")
     json: bool = setting(False, flag=True, help="print the summary as a JSON list")
 

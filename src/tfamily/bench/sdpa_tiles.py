@@ -27,13 +27,13 @@ FIELDS = ["kind", "seq_len", "block", "key_tiles", "masked", "fwd_bwd_ms", "pair
 @dataclass
 class Settings:
     """`tfamily bench sdpa-tiles`."""
-    seq_len: int = setting(16384, flag=True)
-    heads: int = setting(8, flag=True)
-    d_head: int = setting(64, flag=True)
+    seq_len: int = setting(16384, flag=True, lo=0)
+    heads: int = setting(8, flag=True, lo=0)
+    d_head: int = setting(64, flag=True, lo=0)
     tiles: list[str] = setting(["64x5", "128x3", "256x2"], flag=True,
                                help="BxK: query tile rows B against K * B keys")
-    repeats: int = setting(3, flag=True, help="timed calls (the fastest is kept)")
-    threads: int = setting(0, flag=True, help="torch threads (0: torch's default)")
+    repeats: int = setting(3, flag=True, lo=0, help="timed calls (the fastest is kept)")
+    threads: int = setting(0, flag=True, lo=0, help="torch threads (0: torch's default)")
     out: str = setting("runs/bench/sdpa-tiles", flag=True, help="directory for sdpa_tiles.json/.csv")
     json: bool = setting(False, flag=True, help="print the rows as a JSON list")
 

@@ -32,17 +32,17 @@ FIELDS = ["kind", "precision", "device", "threads", "params", "flops_per_token",
 @dataclass
 class Settings:
     """`tfamily bench train`."""
-    d_model: int = setting(256, flag=True)
-    layers: int = setting(6, flag=True)
-    heads: int = setting(4, flag=True)
-    seq_len: int = setting(256, flag=True)
-    batch: int = setting(16, flag=True)
-    vocab: int = setting(256, flag=True)
+    d_model: int = setting(256, flag=True, lo=0)
+    layers: int = setting(6, flag=True, lo=0)
+    heads: int = setting(4, flag=True, lo=0)
+    seq_len: int = setting(256, flag=True, lo=0)
+    batch: int = setting(16, flag=True, lo=0)
+    vocab: int = setting(256, flag=True, lo=0)
     precisions: list[str] = setting(["fp32", "bf16"], flag=True, choices=("fp32", "bf16"))
     min_time: float = setting(8.0, flag=True, help="seconds of timed steps per precision (at least 2 steps)")
-    matmul_size: int = setting(1024, flag=True)
+    matmul_size: int = setting(1024, flag=True, lo=0)
     device: str = setting("auto", flag=True)
-    threads: int = setting(0, flag=True, help="torch threads (0: torch's default)")
+    threads: int = setting(0, flag=True, lo=0, help="torch threads (0: torch's default)")
     out: str = setting("runs/bench/train", flag=True, help="directory for train.json/.csv/.png")
     json: bool = setting(False, flag=True, help="print the rows as a JSON list")
 

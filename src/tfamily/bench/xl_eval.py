@@ -57,24 +57,24 @@ class Settings:
     data_dir: str | None = setting(None, flag=True, metavar="DIR",
                                    help="data directory (else $TFAMILY_DATA, else the user cache)")
     split: str = setting("val", flag=True, choices=("val", "test"))
-    steps: int = setting(300, flag=True, old=("--train-steps",),
+    steps: int = setting(300, flag=True, lo=0, old=("--train-steps",),
                          help="steps to train the small model (no checkpoint)")
-    d_model: int = setting(128, flag=True)
-    layers: int = setting(4, flag=True)
-    heads: int = setting(4, flag=True)
-    seg_len: int = setting(64, flag=True, help="segment length (training and evaluation)")
-    mem_len: int = setting(64, flag=True, help="memory length in training")
+    d_model: int = setting(128, flag=True, lo=0)
+    layers: int = setting(4, flag=True, lo=0)
+    heads: int = setting(4, flag=True, lo=0)
+    seg_len: int = setting(64, flag=True, lo=0, help="segment length (training and evaluation)")
+    mem_len: int = setting(64, flag=True, lo=0, help="memory length in training")
     eval_mem_lens: list[int] | None = setting(None, flag=True, help="memory lengths to evaluate (default: --mem-len)")
-    clamp_len: int | None = setting(None, flag=True, help="evaluate with relative distances clamped to this (Dai "
+    clamp_len: int | None = setting(None, flag=True, lo=0, help="evaluate with relative distances clamped to this (Dai "
                                     "et al.'s clamp_len: distances longer than any seen in training reuse the "
                                     "longest trained one)")
-    tokens: int = setting(4096, flag=True, help="target tokens scored per evaluation")
-    rows: int = setting(8, flag=True, help="streams (a) and windows per forward (b)")
+    tokens: int = setting(4096, flag=True, lo=0, help="target tokens scored per evaluation")
+    rows: int = setting(8, flag=True, lo=0, help="streams (a) and windows per forward (b)")
     modes: list[str] = setting(["memory", "vanilla"], flag=True, choices=("memory", "vanilla"),
                                help="which evaluations to run (memory alone: bpc at several memory lengths, fast)")
-    threads: int = setting(0, flag=True, help="torch threads (0: torch's default)")
+    threads: int = setting(0, flag=True, lo=0, help="torch threads (0: torch's default)")
     device: str = setting("cpu", flag=True, choices=DEVICES, help=DEVICE_HELP)
-    seed: int = setting(0, flag=True)
+    seed: int = setting(0, flag=True, lo=0)
     out: str = setting("runs/bench/xl-eval", flag=True, help="directory for xl_eval.json/.csv/.png")
     json: bool = setting(False, flag=True, help="print the rows as a JSON list")
 

@@ -36,23 +36,23 @@ from ..settings.schema import add_flags, setting
 @dataclass
 class Settings:
     """`tfamily repro reformer-duplication`."""
-    length: int = setting(63, flag=True, help="|w|; sequences have 2|w| + 2 tokens")
-    n_symbols: int = setting(127, flag=True)
+    length: int = setting(63, flag=True, lo=0, help="|w|; sequences have 2|w| + 2 tokens")
+    n_symbols: int = setting(127, flag=True, lo=0)
     train: list[str] = setting(["full", "lsh1", "lsh2", "lsh4"], flag=True,
                                help="training settings: full or lshR (R hash rounds)")
     eval: list[str] = setting(["full", "lsh1", "lsh2", "lsh4", "lsh8"], flag=True)
-    bucket_size: int = setting(16, flag=True, help="average bucket size = chunk length")
-    steps: int = setting(1000, flag=True, help="training steps per model")
-    batch: int = setting(32, flag=True)
+    bucket_size: int = setting(16, flag=True, lo=0, help="average bucket size = chunk length")
+    steps: int = setting(1000, flag=True, lo=0, help="training steps per model")
+    batch: int = setting(32, flag=True, lo=0)
     lr: float = setting(1e-2, flag=True)
-    d_model: int = setting(64, flag=True)
-    heads: int = setting(4, flag=True)
-    layers: int = setting(1, flag=True)
-    eval_sequences: int = setting(512, flag=True)
-    seed: int = setting(0, flag=True)
-    jobs: int = setting(2, flag=True,
+    d_model: int = setting(64, flag=True, lo=0)
+    heads: int = setting(4, flag=True, lo=0)
+    layers: int = setting(1, flag=True, lo=0)
+    eval_sequences: int = setting(512, flag=True, lo=0)
+    seed: int = setting(0, flag=True, lo=0)
+    jobs: int = setting(2, flag=True, lo=0,
                         help="training settings run in parallel processes (1 torch thread each when > 1)")
-    threads: int = setting(0, flag=True, help="torch threads per job (0: torch's default, "
+    threads: int = setting(0, flag=True, lo=0, help="torch threads per job (0: torch's default, "
                                               "or 1 with several jobs)")
     out: str = setting("runs/repro/reformer_duplication", flag=True, help="directory for table.csv/.json")
     shard: str | None = setting(None, flag=True, metavar="I/N", help=runner.SHARD_HELP)

@@ -40,27 +40,27 @@ from ..settings.schema import add_flags, setting
 class Settings:
     """`tfamily repro sparse-text`."""
     corpus: str = setting("tinyshakespeare", flag=True)
-    seq_len: int = setting(256, flag=True)
-    steps: int = setting(600, flag=True)
+    seq_len: int = setting(256, flag=True, lo=0)
+    steps: int = setting(600, flag=True, lo=0)
     time: str | None = setting(None, flag=True, metavar="DUR",
                                help="the same wall-clock budget per member (e.g. 10m) instead of --steps")
-    eval_every: int | None = setting(None, flag=True, help="steps between validation scores (the curves)")
-    eval_tokens: int | None = setting(None, flag=True, help="validation tokens per score (default: all)")
+    eval_every: int | None = setting(None, flag=True, lo=0, help="steps between validation scores (the curves)")
+    eval_tokens: int | None = setting(None, flag=True, lo=0, help="validation tokens per score (default: all)")
     target_bpc: float | None = setting(None, flag=True,
                                        help="the bpc of time_to_target_s (default: the dense gpt's final bpc)")
-    batch_size: int = setting(32, flag=True)
-    d_model: int = setting(256, flag=True)
-    layers: int = setting(4, flag=True)
-    heads: int = setting(4, flag=True)
+    batch_size: int = setting(32, flag=True, lo=0)
+    d_model: int = setting(256, flag=True, lo=0)
+    layers: int = setting(4, flag=True, lo=0)
+    heads: int = setting(4, flag=True, lo=0)
     lr: float = setting(3e-3, flag=True, check=False)  # checked as train.lr, naming --lr
-    block_size: int = setting(32, flag=True, help="blocksparse tile size")
+    block_size: int = setting(32, flag=True, lo=0, help="blocksparse tile size")
     precision: str = setting("auto", flag=True, choices=("auto", "bf16", "fp32"),
                              help="auto = bf16 only where the CPU/GPU runs it natively")
-    threads: int | None = setting(None, flag=True, help="torch threads per run (train.threads)")
+    threads: int | None = setting(None, flag=True, lo=0, help="torch threads per run (train.threads)")
     device: str | None = setting(None, flag=True, help="auto (the default: CUDA when present), cpu, cuda or cuda:N "
                                                        "(train.device)")
     members: list[str] | None = setting(None, flag=True, nargs="*", help="subset of the runs below")
-    seeds: int = setting(1, flag=True, help="seeds 0..N-1 per member")
+    seeds: int = setting(1, flag=True, lo=0, help="seeds 0..N-1 per member")
     shard: str | None = setting(None, flag=True, metavar="I/N", help=runner.SHARD_HELP)
     out: str | None = setting(None, flag=True, help="directory for the runs and results.json (default "
                               "runs/repro/sparse-text/<time>, so a re-run never collides with an earlier one)")
