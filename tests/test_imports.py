@@ -181,9 +181,6 @@ KNOWN_UPWARD = {
 }
 KNOWN_CYCLES = [
     {"tfamily.interrupt", "tfamily.train.checkpoint"},  # as above
-    # calibrate counts FLOPs with startup.flops_per_unit, startup reads the calibration: the FLOP
-    # count of a spec belongs with param_count in sizes.py
-    {"tfamily.train.calibrate", "tfamily.train.startup"},
 ]
 KNOWN_PACKAGE_CYCLES = [{"tfamily.interrupt", "tfamily.train"}]  # interrupt -> train.checkpoint
 

@@ -57,6 +57,22 @@ def param_count(spec: Spec) -> int:
     return vocab_rows + layers + position + spec.token_types * d
 
 
+def flops_per_unit(spec: Spec | None, params: int, seq_len: int) -> float:
+    """Training FLOPs per token of ``spec`` at ``seq_len`` (6 x ``params`` for a model given ready-made):
+    the start line's estimate (``train/startup.py``) and the calibration's reference (``train/calibrate.py``)."""
+    if spec is None:
+        return 6.0 * params
+    d = spec.d_model
+    n = param_count(spec) - (0 if spec.tie_embeddings else spec.vocab_size * d)
+    n -= spec.position.max_len * d if spec.position.name == "learned" else 0
+    if spec.depth.name in ("rnn", "lstm", "gru"):
+        return 6.0 * n
+    layers = spec.depth.n_layers + ((spec.depth.n_enc_layers or spec.depth.n_layers)
+                                    if spec.model == "encoder_decoder" else 0)
+    keys = seq_len + spec.state.mem_len
+    return 6.0 * n + 12.0 * layers * spec.heads.n_heads * spec.d_head * keys
+
+
 def _layers(spec: Spec) -> int:
     n = spec.depth.n_layers
     return n + ((spec.depth.n_enc_layers or n) if spec.model == "encoder_decoder" else 0)

@@ -17,7 +17,7 @@ Why not time at every start (``train.threads: auto``, which still does, ``autotu
 trained at very different speeds and its first time estimate moved with it. A stored choice
 gives the same settings for the same command on the same machine.
 
-The reference's measured FLOP/s, counted as ``startup.flops_per_unit`` counts a run's, also
+The reference's measured FLOP/s, counted as ``sizes.flops_per_unit`` counts a run's, also
 give the first estimate of a run's step time at the chosen setting.
 """
 from __future__ import annotations
@@ -154,9 +154,9 @@ def reference(width: int):
     """The reference model at ``width`` and its training FLOPs per step."""
     from ..build import build
     from ..members import get
+    from ..sizes import flops_per_unit
     from ..spec import Spec
     from .presets import member_dict
-    from .startup import flops_per_unit
     d = member_dict("gpt", "small", get("gpt")().to_dict())
     d.update(d_model=width, vocab_size=VOCAB, dropout=0.0)
     d["depth"] = {**d["depth"], "n_layers": LAYERS}

@@ -25,7 +25,7 @@ from torch import nn
 
 from ..build import build
 from ..hardware import cpu_has_bf16
-from ..sizes import param_count
+from ..sizes import flops_per_unit
 from ..spec import Spec
 from . import autotune, calibrate
 from .distributed import Dist
@@ -37,21 +37,6 @@ if TYPE_CHECKING:
 
 TELL_STEPS, TELL_S = 10, 30.0  # the measured line: after this many steps, or seconds if sooner
 ESTIMATE_S = 1.5  # the most the start spends timing the model for its estimate (``estimate``)
-
-
-def flops_per_unit(spec: Spec | None, params: int, seq_len: int) -> float:
-    """Training FLOPs per token of ``spec`` at ``seq_len`` (6 x ``params`` for a model given ready-made)."""
-    if spec is None:
-        return 6.0 * params
-    d = spec.d_model
-    n = param_count(spec) - (0 if spec.tie_embeddings else spec.vocab_size * d)
-    n -= spec.position.max_len * d if spec.position.name == "learned" else 0
-    if spec.depth.name in ("rnn", "lstm", "gru"):
-        return 6.0 * n
-    layers = spec.depth.n_layers + ((spec.depth.n_enc_layers or spec.depth.n_layers)
-                                    if spec.model == "encoder_decoder" else 0)
-    keys = seq_len + spec.state.mem_len
-    return 6.0 * n + 12.0 * layers * spec.heads.n_heads * spec.d_head * keys
 
 
 def matmul_shape(spec: Spec | None, units: int) -> tuple[int, int, int]:
