@@ -265,12 +265,13 @@ def test_an_unknown_command_of_a_group_exits_2_naming_it(argv, capsys):
 
 def test_a_second_ctrl_c_exit_names_the_resume_command_too(run, monkeypatch, capsys):
     from tfamily import interrupt
+    from tfamily.train import checkpoint
 
     def exit_(code):
         raise SystemExit(code)
     monkeypatch.setattr(interrupt.os, "_exit", exit_)
     capsys.readouterr()
-    with interrupt.resumable(lambda: run, "tfamily train --resume"):
+    with checkpoint.resumable(lambda: run, "tfamily train --resume"):
         with pytest.raises(SystemExit):
             interrupt._exit_now()
     err = capsys.readouterr().err

@@ -19,6 +19,7 @@ import os
 import signal
 import sys
 import threading
+from collections.abc import Callable
 
 GRACE_S = 5.0
 _state = {"deferring": False, "pending": False, "timer": None, "hint": None}
@@ -29,18 +30,10 @@ class Interrupted(KeyboardInterrupt):
 
 
 @contextlib.contextmanager
-def resumable(run_dir, command: str):
-    """Turn a Ctrl-C inside the block into ``Interrupted`` naming the newest checkpoint of
-    ``run_dir()`` (a callable: the directory may be known only once the block ran) and
-    ``command DIR``, the command that continues from it; a second Ctrl-C's exit names them too."""
-    def hint() -> str:
-        from .train.checkpoint import step_dirs
-        where = run_dir()
-        found = step_dirs(where / "checkpoints")
-        if found:
-            return f"the last checkpoint is step {found[0][0]} in {where}; continue with `{command} {where}`"
-        return f"no checkpoint was written yet in {where}; run the same command again to start over"
-
+def hinted(hint: Callable[[], str]):
+    """Turn a Ctrl-C inside the block into ``Interrupted(hint())``: what to type to continue (the
+    trainer's ``train/checkpoint.resumable`` names the newest checkpoint); a second Ctrl-C's exit
+    prints it too. ``hint`` is called only then."""
     _state["hint"] = hint
     try:
         yield

@@ -115,8 +115,7 @@ def _train(args) -> int:
 def _train_run(args, rl_config, train) -> dict:
     from pathlib import Path
 
-    from ..interrupt import resumable
-    from ..train.checkpoint import resolve
+    from ..train.checkpoint import resolve, resumable
     if args.resume:
         with resumable(lambda: resolve(args.resume).parent.parent, "tfamily rl train --resume"):
             return train(resume=args.resume, overrides=_resume_overrides(args))

@@ -75,6 +75,19 @@ def step_dirs(root: Path) -> list[tuple[int, Path]]:
     return sorted(found, reverse=True)
 
 
+def resumable(run_dir: Callable[[], Path], command: str):
+    """A block in which a Ctrl-C becomes ``interrupt.Interrupted`` naming the newest checkpoint of
+    ``run_dir()`` (a callable: the directory may be known only once the block ran) and ``command DIR``,
+    the command that continues from it; a second Ctrl-C's exit names them too."""
+    def hint() -> str:
+        where = run_dir()
+        found = step_dirs(where / "checkpoints")
+        if found:
+            return f"the last checkpoint is step {found[0][0]} in {where}; continue with `{command} {where}`"
+        return f"no checkpoint was written yet in {where}; run the same command again to start over"
+    return interrupt.hinted(hint)
+
+
 def clean_stale(root: Path) -> list[Path]:
     """Remove half-written (.tmp-*) and half-deleted (.del-*) directories left by a killed run."""
     removed = []

@@ -116,8 +116,7 @@ def _train(args) -> int:
         cfg = load(args.config, overrides, base={"size": "auto"})  # a config file or --size decides first
         if int(os.environ.get("RANK", "0")) == 0:
             check_out(cfg.train.out)
-    from ..interrupt import resumable
-    from .checkpoint import resolve
+    from .checkpoint import resolve, resumable
     run_dir = (lambda: resolve(args.resume).parent.parent) if args.resume else (
         lambda: Path(cfg.train.out or f"runs/train/{cfg.run_name}"))
     try:
