@@ -149,7 +149,7 @@ def _train(corpus: Path, run: Path, steps: int) -> tuple[float, float]:
     argv = [sys.executable, "-m", "tfamily.cli", "train", "member=gpt", "model.d_model=64", "model.heads.n_heads=2",
             "model.depth.n_layers=2", "model.position.max_len=128", "data.seq_len=128", "train.batch_size=8",
             "train.eval_tokens=4096", "train.progress=false", "train.tensorboard=false", "train.log_every=1",
-            "train.threads=2", "train.precision=fp32",  # no calibration or precision probe in the timed start
+            "train.threads=1", "train.precision=fp32",  # no calibration or precision probe in the timed start
             f"data.corpus={corpus}", "--steps", str(steps), "--out", str(run)]
     start = time.perf_counter()
     child = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
