@@ -87,6 +87,9 @@ POINTS = (
           "`pretrained/NAME.py` with the names of `Family` (import) or `Exports` (import and export: `exports(spec)`, "
           "`config`, `hf_weights`, `TITLE`, `MODEL`), and one `register(module, \"model_type\", ...)` line in "
           "`pretrained/families.py`"),
+    Point("checkpoint source (--init-from)", registry.SOURCES, "tfamily.train.transfer.Source", "pretrained/transfer.py",
+          "a reader `read(path) -> Source` (model, spec, vocabulary, path) and its `SOURCES.register(\"name\", read, "
+          "claims=...)` line: the paths it claims, which no other reader claims"),
     Point("member", registry.MEMBERS, "tfamily.family.member", "members.py",
           "ten lines in `members.py`: a base, the paper's sizes and each change with its source"),
 )
