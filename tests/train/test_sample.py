@@ -165,6 +165,6 @@ def test_generate_and_eval_run_at_the_runs_thread_count_or_threads_n(run_dir, mo
             assert json.loads(capsys.readouterr().out.splitlines()[-1])["threads"] == want
         for command in ("generate", "eval"):
             assert cli.main([command, str(run_dir), "--threads", "0"]) == 2
-            assert "--threads must be >= 1, got 0" in capsys.readouterr().err
+            assert "--threads must be an integer >= 1, got 0" in capsys.readouterr().err
     finally:
         torch.set_num_threads(before)
