@@ -54,7 +54,7 @@ def first_doc_line(module: str) -> str | None:
 def _declare(module: str, parser) -> None:
     mod = importlib.import_module(module)
     mod.add_args(parser)
-    parser.set_defaults(func=_no_negative_counts(mod.run))
+    parser.set_defaults(func=mod.run)
 
 
 def group(sub, command: str, help_: str, table: dict) -> None:
@@ -64,17 +64,6 @@ def group(sub, command: str, help_: str, table: dict) -> None:
         if _exists(module):
             inner.add_parser(name, help=first_doc_line(module), build=functools.partial(_declare, module))
     p.set_defaults(func=lambda args: p.print_help() or 2)
-
-
-def _no_negative_counts(run):
-    """Every integer option of a bench or repro is a count, size or seed: a negative one is refused
-    in one line here rather than deep inside (``torch.set_num_threads(-1)`` raises RuntimeError)."""
-    def checked(args):
-        for name, v in vars(args).items():
-            if isinstance(v, int) and not isinstance(v, bool) and v < 0:
-                raise ValueError(f"--{name.replace('_', '-')} must be >= 0, got {v}")
-        return run(args)
-    return checked
 
 
 def add_parser(sub) -> None:

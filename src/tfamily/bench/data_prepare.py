@@ -34,13 +34,13 @@ class Settings:
     """`tfamily bench data-prepare`."""
     work: str = setting(str(Path(tempfile.gettempdir()) / "tfamily-bench-data"), flag=True,
                         help="where the generated corpora and prepared folders go (never the repository)")
-    text_mb: int = setting(400, flag=True, help="MB of plain text for the byte and char rows")
-    bpe_mb: int = setting(100, flag=True, help="MB of plain text for the BPE row")
-    bpe_size: int = setting(4096, flag=True)
-    reader_mb: int = setting(50, flag=True, help="MB of documents as JSONL, CSV and Parquet")
+    text_mb: int = setting(400, flag=True, lo=0, help="MB of plain text for the byte and char rows")
+    bpe_mb: int = setting(100, flag=True, lo=0, help="MB of plain text for the BPE row")
+    bpe_size: int = setting(4096, flag=True, lo=0)
+    reader_mb: int = setting(50, flag=True, lo=0, help="MB of documents as JSONL, CSV and Parquet")
     train_mb: list[int] = setting([100, 2000], flag=True, nargs="*", help="sizes (MB) of the prepared BPE corpora "
                                   "`tfamily train` runs on; none: skip the train rows")
-    steps: int = setting(1000, flag=True, help="training steps of each train row")
+    steps: int = setting(1000, flag=True, lo=0, help="training steps of each train row")
     data_dir: str | None = setting(None, flag=True)
     out: str = setting("runs/bench/data_prepare", flag=True, help="directory for data_prepare.json/.csv/.png")
     json: bool = setting(False, flag=True, help="print the rows as a JSON list")
