@@ -238,7 +238,7 @@ CLI_CASES = [
                                                                   "corrupt or truncated"]),
     Case("gzip stream damaged", [TRAIN, "data.corpus={crc_gz}"], ["crc.gz", "corrupt or truncated"]),
     Case("empty corpus", [TRAIN, "data.corpus={empty_txt}"], ["empty.txt", "is empty"]),
-    Case("corpus is a directory", [TRAIN, "data.corpus={adir}"], ["adir", "not a regular file"]),
+    Case("corpus is a directory", [TRAIN, "data.corpus={adir}"], ["adir", "without a manifest.json", "data prepare"]),
     Case("corpus file missing", [TRAIN, "data.corpus={dir}/missing.txt"], ["missing.txt", "does not exist"]),
     Case("unknown corpus", [TRAIN, "data.corpus=nosuchcorpus"], ["unknown corpus 'nosuchcorpus'",
                                                                  "tinyshakespeare"]),
