@@ -3,6 +3,7 @@ the new one, never half of one: the bytes go to a temporary file beside the targ
 filesystem, so the rename is atomic) and ``os.replace`` puts it in place."""
 from __future__ import annotations
 
+import hashlib
 import os
 import uuid
 from pathlib import Path
@@ -32,3 +33,12 @@ def same_mode(like: Path, files: list[Path]) -> None:
     mode = like.stat().st_mode & 0o777
     for f in files:
         os.chmod(f, mode)
+
+
+def sha256(path: str | Path) -> str:
+    """The SHA-256 hex digest of a file, read in 8 MiB blocks (checkpoints, prepared shards, sources)."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while block := f.read(8 << 20):
+            h.update(block)
+    return h.hexdigest()

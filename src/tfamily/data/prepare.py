@@ -37,7 +37,6 @@ Decisions, each the simplest that keeps bits per character comparable with the i
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import json
 import os
 import shutil
@@ -49,7 +48,7 @@ from pathlib import Path
 import numpy as np
 
 from .. import __version__
-from ..files import write_atomic
+from ..files import sha256, write_atomic
 from . import readers, subword
 from ..settings.data import PrepareSettings
 from .batching import _splitmix64
@@ -260,7 +259,7 @@ def prepare(settings: PrepareSettings) -> tuple[Path, dict]:
                   f"over", file=sys.stderr)
             shutil.rmtree(stale)
     with ThreadPoolExecutor(1) as pool:  # hashlib and file reads release the GIL: the sums run beside the passes
-        sums = [pool.submit(_sha256, s.path) for s in sources]
+        sums = [pool.submit(sha256, s.path) for s in sources]
         vocab, extra = _vocab(plan)
         plan.partial.mkdir(parents=True)
         try:
@@ -314,14 +313,6 @@ def _already_prepared(plan: _Plan, record: dict) -> bool:
         raise ValueError(f"--out {out} holds a corpus prepared from other {what} ({old.get('tokenizer')}, "
                          f"{len(old.get('sources', []))} sources); pass --force to replace it, or pick another --out")
     return False
-
-
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        while block := f.read(8 << 20):
-            h.update(block)
-    return h.hexdigest()
 
 
 def _write(plan: _Plan, vocab) -> tuple[dict, dict | None]:

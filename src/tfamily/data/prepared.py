@@ -14,13 +14,13 @@ reads the whole corpus.
 """
 from __future__ import annotations
 
-import hashlib
 import warnings
 from pathlib import Path
 
 import numpy as np
 import torch
 
+from ..files import sha256
 from . import subword
 from .manifest import _PREPARE, MANIFEST, SPLITS, read_manifest, token_dtype
 from .corpus import Corpus
@@ -111,11 +111,8 @@ def verify_prepared(folder: str | Path, manifest: dict | None = None) -> list[st
             if not path.is_file():
                 problems.append(f"{path} is missing")
                 continue
-            h = hashlib.sha256()
-            with open(path, "rb") as f:
-                while block := f.read(8 << 20):
-                    h.update(block)
-            if h.hexdigest() != e.get(sha):
-                problems.append(f"{path} has SHA-256 {h.hexdigest()[:16]}..., its manifest {str(e.get(sha))[:16]}...: "
+            digest = sha256(path)
+            if digest != e.get(sha):
+                problems.append(f"{path} has SHA-256 {digest[:16]}..., its manifest {str(e.get(sha))[:16]}...: "
                                 f"the file changed after it was prepared")
     return problems

@@ -19,7 +19,6 @@ removed when the run resumes).
 from __future__ import annotations
 
 import errno
-import hashlib
 import json
 import os
 import re
@@ -35,7 +34,7 @@ from safetensors.torch import load_file, save_file
 from torch import Tensor, nn
 
 from .. import interrupt
-from ..files import same_mode
+from ..files import same_mode, sha256
 from ..textload import load_json, read_text
 from .versions import FORMAT_VERSION, VersionError, upgrade
 
@@ -57,14 +56,6 @@ def _fsync_path(path: Path) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
-
-
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        while chunk := f.read(1 << 22):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 def step_dirs(root: Path) -> list[tuple[int, Path]]:
@@ -191,7 +182,7 @@ def _write(root: Path, step: int, weights: dict, groups: dict, meta: dict, keep:
     on_save(step, "files")
     for fname in files:
         _fsync_path(tmp / fname)
-        files[fname] = {"bytes": (tmp / fname).stat().st_size, "sha256": _sha256(tmp / fname)}
+        files[fname] = {"bytes": (tmp / fname).stat().st_size, "sha256": sha256(tmp / fname)}
     full = {"format": FORMAT, "format_version": FORMAT_VERSION, "step": step, "files": files, **meta}
     with open(tmp / META, "w", encoding="utf-8") as f:
         json.dump(full, f, indent=1)
@@ -315,7 +306,7 @@ def read_meta(path: Path, verify: bool = True, require: tuple = ()) -> dict:
         f = path / fname
         if not f.is_file() or f.stat().st_size != info["bytes"]:
             raise CheckpointError(f"{f} is missing or truncated; the checkpoint is incomplete")
-        if verify and _sha256(f) != info["sha256"]:
+        if verify and sha256(f) != info["sha256"]:
             raise CheckpointError(f"{f} does not match its recorded SHA-256; the checkpoint is corrupt")
         _check_header(f)
     return meta
