@@ -36,7 +36,7 @@ def _rewrite(ck: Path, fname: str, data: bytes) -> None:
     """Replace a checkpoint file and record its new size and hash, as a writer would."""
     (ck / fname).write_bytes(data)
     meta = json.loads((ck / "meta.json").read_text())
-    meta["files"][fname] = {"bytes": len(data), "sha256": checkpoint._sha256(ck / fname)}
+    meta["files"][fname] = {"bytes": len(data), "sha256": checkpoint.sha256(ck / fname)}
     (ck / "meta.json").write_text(json.dumps(meta))
 
 

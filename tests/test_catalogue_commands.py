@@ -76,7 +76,7 @@ def rl_without_starts(tmp_path, paths):
         save_file(tensors, str(ck / "data.safetensors"))
         meta = json.loads((ck / "meta.json").read_text())
         meta["files"]["data.safetensors"] = {"bytes": (ck / "data.safetensors").stat().st_size,
-                                             "sha256": checkpoint._sha256(ck / "data.safetensors")}
+                                             "sha256": checkpoint.sha256(ck / "data.safetensors")}
         (ck / "meta.json").write_text(json.dumps(meta))
     return {"bad": str(run)}
 
