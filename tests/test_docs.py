@@ -36,6 +36,8 @@ def test_a_broken_link_fails_the_build(tmp_path):
     shutil.copytree(ROOT / "docs", root / "docs")
     shutil.copytree(ROOT / "experiments", root / "experiments")
     shutil.copy(ROOT / "mkdocs.yml", root / "mkdocs.yml")
+    (root / "scripts").mkdir()
+    shutil.copy(ROOT / "scripts" / "docs_hooks.py", root / "scripts" / "docs_hooks.py")
     shutil.copy(ROOT / "README.md", root / "README.md")
     (root / "src").symlink_to(ROOT / "src")
     arch = root / "docs" / "architecture.md"

@@ -160,7 +160,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("nn", ("tfamily.nn",)),
     ("models", ("tfamily.models",)),
     ("objectives", ("tfamily.objectives",)),
-    ("specs and builders", ("tfamily.spec", "tfamily.spec_checks", "tfamily.checks", "tfamily.sizes",
+    ("specs and builders", ("tfamily.spec", "tfamily.spec_checks", "tfamily.spec_choices", "tfamily.checks", "tfamily.sizes",
                             "tfamily.variants", "tfamily.recipes", "tfamily.family", "tfamily.contexts",
                             "tfamily.members", "tfamily.members_rnn", "tfamily.build", "tfamily.tour",
                             "tfamily.extensions")),
@@ -240,7 +240,7 @@ def test_each_layer_imports_only_its_own_or_below():
 
 
 def test_the_library_never_imports_the_docs_tools():
-    """The documentation site's hooks live in docs/hooks.py: the installed package needs no mkdocs."""
+    """The documentation site's hooks live in scripts/docs_hooks.py: the installed package needs no mkdocs."""
     found = []
     for name, path in MODULES.items():
         for node in ast.walk(ast.parse(path.read_text())):
