@@ -17,6 +17,7 @@ from typing import Any
 from . import numbers, registry
 from .dicts import deep_merge
 from .spec_checks import SPEC_CHECKS
+from .spec_choices import choices
 
 
 def check_choice(axis: str, value: str) -> None:
@@ -320,47 +321,8 @@ class Spec:
         return cls(**d)
 
     def choices(self) -> dict[str, Any]:
-        """The value chosen on each axis (for ``tfamily members --json``)."""
-        per_layer = [p.name for p in self.pattern.per_layer]
-        return {
-            "pattern": "+".join(per_layer) if per_layer else self.pattern.name,
-            "kernel": self.kernel.name,
-            "position": self.position.name,
-            "heads": ("multi-query" if self.heads.kv_heads == 1 and self.heads.n_heads > 1 else
-                      "grouped-query" if self.heads.kv_heads < self.heads.n_heads else "multi-head")
-            + (" shared-qk" if self.heads.shared_qk else ""),
-            "residual": self.residual.name + ("" if self.norm.name == "layer_norm" else f" {self.norm.name}"),
-            "depth": self.depth.name + (" checkpointed" if self.depth.checkpointing else ""),
-            "state": self.state.name,
-            "feed_forward": self.ff.name + (f" x{self.ff.chunks} chunks" if self.ff.chunks > 1 else ""),
-            "objective": self.objective.name,
-            "init": self.init.name + "".join(f" {k}={v}" for k, v in sorted(self.init.params.items())),
-            "dropout": self._dropout_choice(),
-            **(self._recurrent_choices() if registry.DEPTHS.entry(self.depth.name).info.get("recurrent") else {}),
-        }
-
-    def _dropout_choice(self) -> str:
-        sites = {"embed": "embedding", "attn": "attention probabilities", "residual": "sublayer outputs",
-                 "ff": "feed-forward hidden"}
-        rates: dict[float, list[str]] = {}
-        for site, label in sites.items():
-            if self.dropout_at(site) > 0:
-                rates.setdefault(self.dropout_at(site), []).append(label)
-        return "; ".join(f"{p:g} on {', '.join(where)}" for p, where in rates.items()) or "none"
-
-    def _recurrent_choices(self) -> dict[str, str]:
-        """A recurrent depth (RNN/LSTM/GRU) has no attention pattern, kernel, heads,
-        residual or feed-forward: the recurrence is the only path between positions. As an
-        encoder-decoder its params say how the decoder reads the encoder."""
-        p = self.depth.params
-        depth = self.depth.name
-        if self.model == "encoder_decoder":
-            attend, alignment = p.get("attend", "luong"), p.get("alignment", "general")
-            feeding = p.get("input_feeding", True) and attend == "luong" and alignment != "none"
-            depth += (f" ({'bidirectional encoder, ' if p.get('bidirectional') else ''}{attend} decoder, "
-                      f"alignment {alignment}{', input feeding' if feeding else ''})")
-        return {"pattern": "none", "kernel": "none", "heads": "none", "residual": "none", "feed_forward": "none",
-                "depth": depth}
+        """The value chosen on each axis (for ``tfamily members --json``; ``spec_choices.py``)."""
+        return choices(self)
 
 
 def renamed(axis: dict, update: dict) -> dict:

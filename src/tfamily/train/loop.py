@@ -7,16 +7,10 @@ the scaled gradients overflowed), scheduler step, ``model.after_step()`` when th
 has one. Every step's mean loss is checked before the optimiser touches the weights, so a
 non-finite loss stops the run with the weights and the last checkpoint unchanged.
 
-The loop runs steps; whatever a run does between them is a callback (``callbacks/``), handed
-each step as a ``StepRecord``: the time budget (stop, move the schedule's end), the non-finite
-guard's reads, logging, the start line's measured estimate, evaluation, checkpointing and the
-result file, then the caller's own (``Trainer(callbacks=[...])``). The parts, each in its own
-module: the task (``task.py``, ``tasks/``) gives batches, their size and the evaluation;
-``startup.py`` and ``autotune.py`` pick threads and precision and print the start line;
-``budget.py`` decides when a timed run stops and evaluates; ``snapshot.py`` writes and
-restores the whole resumable state (exact: a resumed run repeats the uninterrupted
-run's losses bit for bit); the model's carried state goes through the State protocol
-(``nn/state/``). The loop never looks inside a batch or a state.
+The loop runs steps; whatever a run does between them is a callback (``callbacks/``: time budget,
+non-finite guard, logging, start line, evaluation, checkpointing, result file, then the caller's
+own), handed each step as a ``StepRecord``. The other parts (task, start-up, budget, snapshot,
+carried state) each have a module; docs/architecture.md, "Training", maps them.
 """
 from __future__ import annotations
 
@@ -47,11 +41,6 @@ from .metrics import Logger
 from .optim import make_optimizer, warmup_cosine
 from .rng import seed_all
 from .task import Reports, Task
-
-
-def _on_clock(name: str, doc: str) -> property:
-    """A counter of the run's ``Clock``, read and set as an attribute of the ``Trainer``."""
-    return property(lambda self: getattr(self.clock, name), lambda self, v: setattr(self.clock, name, v), doc=doc)
 
 
 class Trainer:
@@ -197,10 +186,10 @@ class Trainer:
         return startup.to_end(step_s, self.step, t.max_steps, self.budget.seconds, self.elapsed, t.time_budget)
 
     # -- the run's state ---------------------------------------------------------------------
-    step = _on_clock("step", "Steps taken (a resumed run's included).")
-    tokens = _on_clock("tokens", "Units trained on, in the task's unit.")
-    elapsed = _on_clock("elapsed", "The run's clock: training, evaluations and checkpoints.")
-    train_s = _on_clock("train_s", "This session's training seconds.")
+    step = Clock.attribute("step", "Steps taken (a resumed run's included).")
+    tokens = Clock.attribute("tokens", "Units trained on, in the task's unit.")
+    elapsed = Clock.attribute("elapsed", "The run's clock: training, evaluations and checkpoints.")
+    train_s = Clock.attribute("train_s", "This session's training seconds.")
 
     @property
     def train_loss(self) -> float | None:

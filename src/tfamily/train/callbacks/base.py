@@ -34,6 +34,11 @@ class Clock:
     elapsed: float = 0.0
     train_s: float = 0.0
 
+    @staticmethod
+    def attribute(name: str, doc: str) -> property:
+        """The counter ``name`` read and set as an attribute of the owner's ``clock`` (the ``Trainer``'s)."""
+        return property(lambda o: getattr(o.clock, name), lambda o, v: setattr(o.clock, name, v), doc=doc)
+
     def spend(self, seconds: float, training: bool = False) -> None:
         self.elapsed += seconds
         if training:
