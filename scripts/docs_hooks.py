@@ -7,7 +7,7 @@ docs_dir and rewrites the repository-relative links between them, hence this hoo
 - README.md becomes the site's index.md (its ``docs/`` prefixes dropped);
 - experiments/** joins the site under experiments/ (its README.md as the section's index.md);
 - results/index.md is generated: one line per results page, its title and first sentence;
-- extensions.md is generated from the registries (``tfamily.extensions.page``): every extension
+- extensions.md is generated from the registries (``tfamily.catalogue.extensions.page``): every extension
   point, its Protocol and folder, and the names registered in it;
 - links from docs/ pages into ``../../experiments/`` point at the site's copy.
 """
@@ -36,7 +36,7 @@ def on_files(files: Files, config) -> Files:
     root = Path(config["config_file_path"]).parent  # the repository that holds mkdocs.yml
     files.append(File.generated(config, "index.md", abs_src_path=str(root / "README.md")))
     files.append(File.generated(config, "results/index.md", content=_results_index(docs)))
-    from tfamily import extensions  # the library itself, for its registries (the hook runs in its environment)
+    from tfamily.catalogue import extensions  # the library itself, for its registries (the hook runs in its environment)
     files.append(File.generated(config, "extensions.md", content=extensions.page()))
     lab = root / "experiments"
     for path in sorted(p for p in lab.rglob("*") if p.is_file()):

@@ -13,7 +13,7 @@ import json
 import sys
 from pathlib import Path
 
-from tfamily.plotting import pyplot
+from tfamily.base.plotting import pyplot
 
 
 def _rows(run_dirs: list[Path]) -> dict[str, dict]:

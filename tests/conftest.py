@@ -31,7 +31,7 @@ def _one_thread_fp32() -> None:
     alike on every CPU and at any load (no test depends on what a calibration would pick, or on a note
     about the load), and none spends its first seconds timing. tests/train/test_calibrate.py takes its
     own in a directory of its own."""
-    from tfamily.hardware import cores, cpu_model
+    from tfamily.base.hardware import cores, cpu_model
     from tfamily.train import calibrate as cal
     width = cal.WIDTHS[0]
     while width <= cal.WIDTHS[1]:

@@ -9,11 +9,12 @@ import math
 import pytest
 import torch
 
-from tfamily import build, members, textload
+from tfamily import build, members
+from tfamily.base import textload
 from tfamily.data import load_corpus
 from tfamily.data.paths import find_file, resolve_data_dir
 from tfamily.models.generate import beam_search, generate, greedy_decode
-from tfamily.sizes import check_fits
+from tfamily.spec.sizes import check_fits
 from tfamily.spec import Spec
 from tfamily.train import checkpoint, config
 

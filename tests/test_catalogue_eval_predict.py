@@ -78,7 +78,7 @@ def d(tmp_path_factory) -> str:
                      "--no-progress"]) == 0
     from tfamily import members
     from tfamily.build import build
-    from tfamily.pretrained.hf import export_hf
+    from tfamily.export.hf import export_hf
     torch.manual_seed(0)
     spec = members.get("gpt")().override({"d_model": 16, "heads.n_heads": 2, "depth.n_layers": 1, "vocab_size": 40,
                                           "position.max_len": 32})

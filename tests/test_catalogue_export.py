@@ -13,7 +13,7 @@ from typing import Callable
 import pytest
 
 from tfamily import cli
-from tfamily import export as export_module
+from tfamily.export import graphs as export_module
 
 TINY = ["member=gpt", "model.d_model=32", "model.heads.n_heads=2", "model.depth.n_layers=1",
         "model.position.max_len=32", "data.seq_len=32", "train.batch_size=4", "train.eval_tokens=128",

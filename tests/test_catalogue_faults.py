@@ -16,7 +16,8 @@ import pytest
 import torch
 from safetensors import SafetensorError
 
-from tfamily import cli, interrupt
+from tfamily import cli
+from tfamily.base import interrupt
 from tfamily.rl.toy import ID
 from tfamily.train import checkpoint
 

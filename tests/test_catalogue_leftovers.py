@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from tfamily import cli, tour
+from tfamily import cli
+from tfamily.catalogue import tour
 
 LM = ["member=gpt", "model.d_model=32", "model.heads.n_heads=2", "model.depth.n_layers=1",
       "model.position.max_len=64", "data.seq_len=32", "train.batch_size=4", "train.eval_tokens=256",
@@ -208,7 +209,7 @@ def hf_dir(tmp_path_factory) -> Path:
 
     from tfamily import members
     from tfamily.build import build
-    from tfamily.pretrained.hf import export_hf
+    from tfamily.export.hf import export_hf
     torch.manual_seed(0)
     spec = members.get("gpt")().override({"d_model": 16, "heads.n_heads": 2, "depth.n_layers": 1, "vocab_size": 40,
                                           "position.max_len": 32})
@@ -264,7 +265,7 @@ def test_an_unknown_command_of_a_group_exits_2_naming_it(argv, capsys):
 
 
 def test_a_second_ctrl_c_exit_names_the_resume_command_too(run, monkeypatch, capsys):
-    from tfamily import interrupt
+    from tfamily.base import interrupt
     from tfamily.train import checkpoint
 
     def exit_(code):

@@ -1,4 +1,4 @@
-"""The bad-input catalogue of the files tfamily reads (textload.py, the one bounded loader): a
+"""The bad-input catalogue of the files tfamily reads (base/textload.py, the one bounded loader): a
 config, a Hugging Face directory's JSON and tensors, a data file, a run's or a grid's own files.
 Each is bounded before anything is allocated and answered by one line naming the file and the
 fix (exit status 2 for the CLI, no traceback), or read as documented (a BOM, a long CSV field,
@@ -15,7 +15,8 @@ import pytest
 import torch
 from safetensors.torch import load_file, save_file
 
-from tfamily import cli, members, textload
+from tfamily import cli, members
+from tfamily.base import textload
 from tfamily.build import build
 
 TINY = ["member=gpt", "model.d_model=32", "model.heads.n_heads=2", "model.depth.n_layers=1",
@@ -25,7 +26,7 @@ TINY = ["member=gpt", "model.d_model=32", "model.heads.n_heads=2", "model.depth.
 
 
 def _hf(root: Path, name: str, **override) -> Path:
-    from tfamily.pretrained.hf import export_hf
+    from tfamily.export.hf import export_hf
     torch.manual_seed(0)
     spec = members.get(name)().override({"d_model": 16, "heads.n_heads": 2, "depth.n_layers": 2, "vocab_size": 40,
                                          **override})

@@ -48,7 +48,7 @@ def test_unknown_member_is_one_line_exit_2(capsys):
 def test_command_errors_become_one_line(monkeypatch, capsys):
     def broken(args):
         raise TypeError("d_model must be an integer, got 'x'")
-    from tfamily import members_cli
+    from tfamily.catalogue import cli as members_cli
     monkeypatch.setattr(members_cli, "_members", broken)
     assert cli.main(["members"]) == 2
     assert capsys.readouterr().err == "tfamily members: error: d_model must be an integer, got 'x'\n"

@@ -173,7 +173,7 @@ def test_a_mutated_checkpoint_is_refused_in_one_line_and_nothing_is_overwritten(
         checkpoint.read_meta(checkpoint.resolve(run), verify=True)
 
 
-# The bounded loader (textload.py) under random files: any nesting, any JSON type where a field is
+# The bounded loader (base/textload.py) under random files: any nesting, any JSON type where a field is
 # read, random bytes. Each reader returns its value or raises one ValueError line naming the file,
 # never a RecursionError, KeyError, AttributeError or TypeError.
 JSON_LEAF = st.one_of(st.none(), st.booleans(), st.integers(-(2**70), 2**70), st.floats(), st.text(max_size=6))
@@ -185,7 +185,8 @@ FIELDS = ["model_type", "n_layer", "n_embd", "n_head", "vocab_size", "weight_map
 
 
 def _readers():
-    from tfamily import compare, textload
+    from tfamily import compare
+    from tfamily.base import textload
     from tfamily.arena import files
     from tfamily.pretrained import spec_of
     from tfamily.pretrained.load import read_tensors

@@ -22,7 +22,7 @@ def test_spec_accepts_exactly_the_registered_names():
 
 
 def test_a_new_registration_is_a_valid_spec_choice():
-    # A part registered anywhere becomes a valid choice with no edit to spec.py.
+    # A part registered anywhere becomes a valid choice with no edit to spec/__init__.py.
     with pytest.raises(ValueError, match="unknown residual 'scaled'"):
         members.gpt(residual={"name": "scaled"})
     from tfamily.nn.residual import PreNorm

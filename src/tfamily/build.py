@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from torch import nn
 
-from . import checks  # noqa: F401  (registers the spec checks that need parts)
+from .spec import part_checks  # noqa: F401  (registers the spec checks that need parts)
 from .models import (Classifier, ClassHead, DualEncoder, EncoderDecoder, FirstToken, LanguageModel, LastToken,
                      MeanPool, MLMHead, PairHead)
 from .models.rnn_decoders import BahdanauDecoder, LuongDecoder
@@ -28,7 +28,7 @@ from .nn.position import NoPosition
 from .objectives import Classification, ReservesIds
 from .registry import (ALIGNMENTS, DEPTHS, FEEDFORWARDS, HEADS, INITS, KERNELS, MEMBERS, MODELS, NORMS,
                        OBJECTIVES, PATTERNS, POSITIONS, RESIDUALS, STATES)
-from .sizes import check_fits
+from .spec.sizes import check_fits
 from .spec import Spec
 
 

@@ -17,7 +17,7 @@ from .settings.schema import with_default
 # of the command being run is imported: most of them import torch (seconds), which `tfamily --help`
 # and `--version` do without. tests/test_cli.py keeps each line equal to the module's own help.
 COMMANDS = {
-    "members": ("tfamily.members_cli", "list the family members and their choices on each axis; with NAME, "
+    "members": ("tfamily.catalogue.cli", "list the family members and their choices on each axis; with NAME, "
                                "a reading tour of that member"),
     "train": ("tfamily.train.cli", "train a member on a corpus or synthetic task (YAML/TOML config + key=value)"),
     "eval": ("tfamily.train.cli", "evaluate a checkpoint on held-out data"),
@@ -26,7 +26,7 @@ COMMANDS = {
                                              "probabilities (--json for JSON)"),
     "demo": ("tfamily.train.cli", "train a small character GPT on Tiny Shakespeare (~5 min on 2 cores), "
                                   "print validation bpc and a sample"),
-    "export": ("tfamily.export_cli", "export a trained model as ONNX, TorchScript, a torch.export program "
+    "export": ("tfamily.export.cli", "export a trained model as ONNX, TorchScript, a torch.export program "
                                  "(pt2) or a Hugging Face checkpoint (hf), checked against the eager model"),
     "compare": ("tfamily.compare", "final metrics of runs in one table and their curves in one figure"),
     "download": ("tfamily.data.cli", "download and verify a dataset (tinyshakespeare, enwik8, text8)"),
@@ -229,11 +229,11 @@ def main(argv: list[str] | None = None) -> int:
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
-    from .interrupt import guard
+    from .base.interrupt import guard
     from .settings.schema import check_args
     try:
         check_args(args)
-        with guard():  # Ctrl-C: out within seconds, whatever clean-up hangs (interrupt.py)
+        with guard():  # Ctrl-C: out within seconds, whatever clean-up hangs (base/interrupt.py)
             return int(args.func(args) or 0)
     except (UserError, ValueError, TypeError, OSError, MemoryError) as e:
         message = user_error(e)
@@ -242,7 +242,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"tfamily {args.command}: error: {message}", file=sys.stderr)
         return 2
     except KeyboardInterrupt as e:
-        from .interrupt import Interrupted
+        from .base.interrupt import Interrupted
         hint = f"; {e}" if isinstance(e, Interrupted) else ""
         print(f"tfamily {args.command}: interrupted{hint}", file=sys.stderr)
         return 130

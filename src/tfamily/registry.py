@@ -1,12 +1,12 @@
 """One registry per design axis: the names a spec may choose and the part each name builds.
 
-The registry is the single source of truth for an axis's choices: ``spec.py`` derives its
+The registry is the single source of truth for an axis's choices: ``spec/__init__.py`` derives its
 valid names and parameter keys from here, and ``build.py`` constructs parts through here.
 
 Import direction: this module imports nothing from tfamily. Parts register into it
 (the axis folders under ``nn/``: ``patterns``, ``kernels``, ``position``, ``heads``,
 ``residual``, ``norm``, ``feedforward``, ``init``, ``depth``, ``state``; ``objectives/``; the model
-kinds, whose assembly reads the whole spec, in ``build``), and ``spec.py`` reads it, so the spec never imports ``nn/``. Each
+kinds, whose assembly reads the whole spec, in ``build``), and ``spec/__init__.py`` reads it, so the spec never imports ``nn/``. Each
 registry names the modules that register into it (``providers``) and imports them the
 first time its names are read, so the valid names are the registered ones whichever
 module was imported first.
@@ -188,8 +188,8 @@ ALIGNMENTS = Registry("alignment", ("tfamily.nn.alignment",))
 # here, so the builder never imports the presets that are built on it. Not a spec axis.
 MEMBERS = Registry("member", ("tfamily.members",))
 # Cross-axis checks (name -> check(spec) raising ValueError), run on every Spec; the ones
-# that need a part (a kernel validating its parameters) live next to build (tfamily/checks.py).
-CHECKS = Registry("check", ("tfamily.checks",))
+# that need a part (a kernel validating its parameters) live next to build (tfamily/spec/part_checks.py).
+CHECKS = Registry("check", ("tfamily.spec.part_checks",))
 # Extension points outside the spec: the arena's tasks (name -> ``arena.tasks.base.ArenaTask``, one file
 # per task in ``arena/tasks/``) and the Hugging Face families (config.json's model_type -> a module with
 # the names of ``pretrained.family.Family``, one module per family in ``pretrained/``).

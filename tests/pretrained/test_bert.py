@@ -79,7 +79,7 @@ def test_roberta_with_a_hidden_act_its_erf_head_does_not_follow_is_refused(tmp_p
 
 
 def test_a_tanh_gelu_checkpoint_exports_back_as_gelu_new(tmp_path):
-    from tfamily.pretrained import hf as export
+    from tfamily.export import hf as export
     save_hf(tmp_path, "BertForMaskedLM", "BertConfig", **BERT, hidden_act="gelu_pytorch_tanh")
     _, spec = tfamily.from_pretrained(tmp_path)
     config, _ = export.hf_config(spec)

@@ -12,7 +12,7 @@ import torch
 import yaml
 
 from tfamily import build, cli, members
-from tfamily.pretrained.hf import export_hf
+from tfamily.export.hf import export_hf
 
 from .conftest import save_hf, transformers
 
@@ -99,7 +99,7 @@ def test_hf_convert_export_hf_keeps_every_tensor(tmp_path, capsys):
 
 @pytest.mark.parametrize("name", ["transformer_xl", "lstm_lm"])
 def test_a_member_far_from_its_peer_is_refused_with_every_field_the_file_and_a_fix_that_works(name):
-    from tfamily.pretrained.hf import hf_config
+    from tfamily.export.hf import hf_config
     spec = members.get(name)(d_model=32, vocab_size=11, heads__n_heads=2) if name == "transformer_xl" else \
         members.get(name)(d_model=32, vocab_size=11)
     with pytest.raises(ValueError) as e:

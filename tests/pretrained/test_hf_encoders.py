@@ -8,7 +8,7 @@ import pytest
 import torch
 
 import tfamily
-from tfamily.pretrained.hf import export_hf
+from tfamily.export.hf import export_hf
 
 from .conftest import transformers
 from .test_longformer import _inputs, _save as _longformer

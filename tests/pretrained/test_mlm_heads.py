@@ -10,7 +10,7 @@ import torch
 from safetensors.torch import load_file, save_file
 
 import tfamily
-from tfamily.pretrained.hf import export_hf
+from tfamily.export.hf import export_hf
 
 from .conftest import save_hf, transformers
 from .test_hf_encoders import _load

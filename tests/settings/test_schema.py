@@ -10,7 +10,7 @@ import pytest
 
 from tfamily import cli
 from tfamily.cli import Parser
-from tfamily.options import deprecated, seconds
+from tfamily.base.options import deprecated, seconds
 from tfamily.settings.schema import add_flags, build, check, check_args, given, setting, tree
 
 

@@ -6,7 +6,7 @@ as they would there. Per-core speed is still the host's, so steps are an upper b
 """
 import sys
 
-import tfamily.hardware as hardware
+import tfamily.base.hardware as hardware
 
 real = hardware.cpu_flags
 hardware.cpu_flags = lambda: frozenset(f for f in real() if not f.startswith(("avx512", "amx")))

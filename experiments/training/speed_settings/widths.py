@@ -13,7 +13,7 @@ import sys
 import time
 
 import torch
-from tfamily.hardware import cores, cpu_has_bf16
+from tfamily.base.hardware import cores, cpu_has_bf16
 from tfamily.train import calibrate, loop
 from tfamily.train.config import load
 from tfamily.train.device import autocast

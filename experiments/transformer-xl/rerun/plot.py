@@ -7,7 +7,7 @@ import csv
 import sys
 from pathlib import Path
 
-from tfamily.plotting import pyplot
+from tfamily.base.plotting import pyplot
 
 HERE = Path(__file__).parent
 

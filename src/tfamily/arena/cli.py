@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from ..options import parse_duration
+from ..base.options import parse_duration
 from ..settings.schema import add_flags
 from .settings import apply_preset, settings  # noqa: F401  (apply_preset: the flags a --preset fills)
 

@@ -1,12 +1,12 @@
 """The arena's own files read back: a cell's ``plan.json`` and ``cell.json`` and a directory's
-``speed.json``, through the bounded loader (``textload.py``), the fields a later step reads checked
+``speed.json``, through the bounded loader (``base/textload.py``), the fields a later step reads checked
 on the way in. A corrupt or hand-edited file is then one line naming it and the field, never a
 KeyError or a TypeError inside the leaderboard's arithmetic."""
 from __future__ import annotations
 
 from pathlib import Path
 
-from ..textload import expect, read_json, require
+from ..base.textload import expect, read_json, require
 
 NUMBER = (int, float, type(None))
 FIX = "the file is corrupt or hand-edited: delete the cell's directory to rerun it"

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import torch
 
-from ..numbers import check_int
+from ..base.numbers import check_int
 from ..train import grid as runner
 from ..train.grid import parse_shard  # noqa: F401  (the arena's --shard, as every grid reads it)
 from . import ARENA_MEMBERS, tasks  # ARENA_MEMBERS: the default members, defined torch-free
@@ -103,7 +103,7 @@ class Settings:
         """One cell's training time: ``time``, or its share in seconds in a sweep of several rates."""
         if self.time is None or self.sweep == 1:
             return self.time
-        from ..options import parse_duration
+        from ..base.options import parse_duration
         return parse_duration(self.time, "--time") / self.sweep
 
     def lr_of(self, cell: Cell) -> float:
@@ -167,7 +167,7 @@ def config(cell: Cell, s: Settings, run_dir: Path, n_classes: int | None, d_ff: 
     (``--flops``), else the settings'."""
     from ..train import resolve
     from ..train.config import from_dict
-    from ..variants import two_sided
+    from ..spec.variants import two_sided
     from ..members import REGISTRY
     from ..spec import merge
     member, causal = split_member(cell.member)

@@ -16,7 +16,7 @@ import html
 import io
 from pathlib import Path
 
-from ..plotting import pyplot
+from ..base.plotting import pyplot
 from . import table
 
 STYLE = ("body{font-family:sans-serif;max-width:1200px;margin:2em auto;color:#222}"

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, fields
 
-from ..numbers import check_int
-from ..options import parse_duration
+from ..base.numbers import check_int
+from ..base.options import parse_duration
 from ..settings.schema import check, dest, setting
 from . import ARENA_MEMBERS
 from . import tasks as arena_tasks

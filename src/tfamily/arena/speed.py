@@ -137,7 +137,7 @@ def estimate(cells: list[grid.Cell], s: grid.Settings, d_ff: dict, per_step: dic
     taken as a third of a step); a time budget counts as its share."""
     import math
 
-    from ..options import parse_duration
+    from ..base.options import parse_duration
     from . import grid
     step_s = {}
     for task in dict.fromkeys(c.task for c in cells):
@@ -184,7 +184,7 @@ def _child_peaks(task_plans: dict[str, dict], data_dir=None) -> dict[str, tuple[
 def measure(dirs: list[str | Path], rounds: int = 5, data_dir=None) -> list[dict]:
     """One row per (task, member) of the finished cells of ``dirs``: median tokens/s over
     ``rounds`` alternating rounds and the peak memory of one training step."""
-    from ..numbers import check_int
+    from ..base.numbers import check_int
     check_int("--rounds", rounds, 1, hint="e.g. --rounds 5")
     rows = []
     for task, task_plans in plans(dirs).items():

@@ -23,7 +23,7 @@ from pathlib import Path
 
 from ..bench.results import write_rows
 from .files import read_cell, read_speed
-from ..plotting import pyplot
+from ..base.plotting import pyplot
 
 CELL_FIELDS = ["task", "member", "seed", "lr", "length", "params", "params_off", "d_ff", "steps", "metric",
                "test_acc", "val_acc", "test_bpc", "val_bpc", "val_loss", "train_loss", "train_s", "flops_per_step",

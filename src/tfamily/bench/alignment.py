@@ -17,7 +17,7 @@ import torch
 
 from ..models.generate import greedy_decode
 from ..models.rnn_encdec import RNNEncoderDecoder
-from ..plotting import pyplot
+from ..base.plotting import pyplot
 from ..settings.schema import add_flags, setting
 
 

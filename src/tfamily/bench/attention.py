@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .results import write_rows
-from ..plotting import pyplot
+from ..base.plotting import pyplot
 from ..settings.schema import add_flags, setting
 
 BASELINE = "dense_causal_sdpa"

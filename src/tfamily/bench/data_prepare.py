@@ -183,7 +183,7 @@ def _tokenizer(work: Path, text: Path, size: int, row) -> Path:
 
 
 def run(args) -> int:
-    from ..hardware import cores, cpu_model
+    from ..base.hardware import cores, cpu_model
     from .results import print_rows, write_rows
     bad = [g for g in args.only if g not in GROUPS]
     if bad:
@@ -242,7 +242,7 @@ def run(args) -> int:
 
 
 def _plot(rows: list[dict], path: Path) -> None:
-    from ..plotting import pyplot
+    from ..base.plotting import pyplot
     plt = pyplot()
     speed = [r for r in rows if r.get("mb_per_s") and r["row"] in ("prepare", "baseline")]
     train = [r for r in rows if r["row"] == "train"]

@@ -34,7 +34,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..options import seconds
+from ..base.options import seconds
 from .attention import allowed_pairs, visited_tiles
 from .flex_floor_report import one_line as _one_line
 from .flex_floor_report import plot, profile, sync as _sync

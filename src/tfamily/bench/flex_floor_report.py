@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..plotting import pyplot
+from ..base.plotting import pyplot
 
 
 def sync(cuda: bool) -> None:

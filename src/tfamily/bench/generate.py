@@ -20,7 +20,7 @@ import torch
 
 from .results import check_model_args, print_rows, write_rows
 from .train import _sync
-from ..plotting import pyplot
+from ..base.plotting import pyplot
 from ..settings.schema import add_flags, setting
 
 FIELDS = ["model", "batch", "device", "threads", "tokens_per_s", "ms_per_step", "vs_recompute", "vs_hf",

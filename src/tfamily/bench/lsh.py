@@ -39,7 +39,7 @@ from pathlib import Path
 from .devices import DEVICE_HELP, DEVICES, meter, resolve
 from .procmem import worker_env
 from .results import write_rows
-from ..plotting import pyplot
+from ..base.plotting import pyplot
 from ..settings.schema import add_flags, setting
 
 FIELDS = ["kind", "n_hashes", "seq_len", "fwd_bwd_ms", "peak_mb", "speedup", "extrapolated", "batch", "heads",

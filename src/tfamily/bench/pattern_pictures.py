@@ -16,7 +16,7 @@ import torch
 
 from ..nn.patterns import Local2D, PerHead, Union, dense_mask
 from ..nn.patterns.examples import examples
-from ..plotting import pyplot
+from ..base.plotting import pyplot
 from ..settings.schema import add_flags, setting
 
 COLOURS = [(0.17, 0.39, 0.70), (0.55, 0.75, 0.95), (0.95, 0.55, 0.25), (0.45, 0.75, 0.45)]

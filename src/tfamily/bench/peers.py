@@ -25,7 +25,7 @@ import torch.nn.functional as F
 
 from .results import check_model_args, print_rows, write_rows
 from .train import _sync, flops_per_token
-from ..plotting import pyplot
+from ..base.plotting import pyplot
 from ..settings.schema import add_flags, setting
 
 FIELDS = ["shape", "model", "precision", "best", "device", "threads", "params", "flops_per_token", "step_ms",

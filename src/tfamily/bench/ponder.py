@@ -19,7 +19,7 @@ from torch import nn
 
 from ..models.encdec import EncoderDecoder
 from ..nn.depth import UniversalACT
-from ..plotting import pyplot
+from ..base.plotting import pyplot
 from ..settings.schema import add_flags, setting
 
 

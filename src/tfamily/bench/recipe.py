@@ -22,7 +22,7 @@ import torch.nn.functional as F
 
 from ..train.optim import WarmupCosine, param_groups
 from .results import check_model_args, print_rows, write_rows
-from ..plotting import pyplot
+from ..base.plotting import pyplot
 from ..settings.schema import add_flags, setting
 
 MODELS = ("tfamily", "nanogpt", "hf-gpt2")

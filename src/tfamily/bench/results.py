@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from ..files import write_atomic
+from ..base.files import write_atomic
 
 
 def write_rows(out: str | Path, stem: str, rows: list[dict], fields: list[str]) -> Path:

@@ -25,7 +25,7 @@ from pathlib import Path
 
 from .devices import DEVICE_HELP, DEVICES, meter, resolve
 from .procmem import worker_env
-from ..plotting import pyplot
+from ..base.plotting import pyplot
 from ..settings.schema import add_flags, setting
 
 KINDS = {"reversible": {"depth.name": "reversible"},

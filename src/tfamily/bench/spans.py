@@ -19,7 +19,7 @@ import torch
 from torch import nn
 
 from ..nn.patterns import AdaptiveSpan
-from ..plotting import pyplot
+from ..base.plotting import pyplot
 from ..settings.schema import add_flags, setting
 
 

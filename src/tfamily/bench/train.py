@@ -19,9 +19,9 @@ from pathlib import Path
 
 import torch
 
-from ..numbers import check_number
+from ..base.numbers import check_number
 from .results import check_model_args, write_rows
-from ..plotting import pyplot
+from ..base.plotting import pyplot
 from ..settings.schema import add_flags, setting
 
 FIELDS = ["kind", "precision", "device", "threads", "params", "flops_per_token", "step_ms", "tokens_per_s",

@@ -41,7 +41,7 @@ from ..data import StreamBatches, load_corpus
 from ..nn.position import RelativePosition
 from ..spec import Spec
 from .devices import DEVICE_HELP, DEVICES, meter, resolve
-from ..plotting import pyplot
+from ..base.plotting import pyplot
 from ..settings.schema import add_flags, setting
 
 FIELDS = ["mode", "attention_length", "seg_len", "mem_len", "rows", "tokens", "scored", "wall_s", "tokens_per_s",

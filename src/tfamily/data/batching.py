@@ -26,7 +26,7 @@ from collections.abc import Iterator
 
 import numpy as np
 import torch
-from .. import numbers
+from ..base import numbers
 
 __all__ = ["RandomWindows", "StreamBatches", "EvalBatches", "eval_batches"]
 

@@ -36,7 +36,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..numbers import check_int
+from ..base.numbers import check_int
 from .paths import find_file
 
 __all__ = ["ALPHABET", "GCIDE_FILE", "Pair", "ReverseDictionary", "parse_gcide", "clean_definition",

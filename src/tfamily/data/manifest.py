@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..textload import number, read_json, require
+from ..base.textload import number, read_json, require
 from .tokenizer import TOKENIZER_BYTES
 
 SPLITS = ("train", "val", "test")

@@ -22,7 +22,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from ..numbers import check_int
+from ..base.numbers import check_int
 
 __all__ = ["PixelOrder", "PixelSequences", "quantize", "dequantize", "bits_per_dim", "to_block_raster",
            "from_block_raster"]

@@ -48,7 +48,7 @@ from pathlib import Path
 import numpy as np
 
 from .. import __version__
-from ..files import sha256, write_atomic
+from ..base.files import sha256, write_atomic
 from . import readers, subword
 from ..settings.data import PrepareSettings
 from .batching import _splitmix64

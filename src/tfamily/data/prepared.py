@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from ..files import sha256
+from ..base.files import sha256
 from . import subword
 from .manifest import _PREPARE, MANIFEST, SPLITS, read_manifest, token_dtype
 from .corpus import Corpus

@@ -26,7 +26,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..numbers import cut
+from ..base.numbers import cut
 
 BLOCK = 8 << 20  # bytes of a plain-text file read at a time
 SNIFF = 1 << 16  # bytes checked up front to call a file text

@@ -16,9 +16,9 @@ import math
 
 import numpy as np
 
-from ..files import write_atomic
+from ..base.files import write_atomic
 from .paths import cache_dir
-from ..textload import read_cache
+from ..base.textload import read_cache
 from .tokenizer import TOKENIZER_BYTES, TokenizerVocab
 from ..settings.vocab_names import DEFAULT_SIZE, MAX_SIZE, MIN_SIZE, bpe_size  # noqa: F401 (this module's API)
 

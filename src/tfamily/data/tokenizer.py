@@ -19,7 +19,7 @@ END_OF_TEXT = ("<|endoftext|>", "<|end_of_text|>", "</s>", "<eos>")  # the token
 def read_tokenizer(path: str | Path) -> TokenizerVocab:
     """The vocabulary of the ``tokenizer.json`` at ``path``, read through the bounded loader; a
     corrupt one is one line naming the file."""
-    from ..textload import load_json, read_text
+    from ..base.textload import load_json, read_text
     text = read_text(path, TOKENIZER_BYTES)
     load_json(text, str(path), TOKENIZER_BYTES)  # the depth bound, before the tokenizers parser sees it
     try:

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from ..numbers import cut
+from ..base.numbers import cut
 from .ids import check_range, ids_to_numpy
 from .tokenizer import TokenizerVocab
 

@@ -15,7 +15,7 @@ rule for classification (Radford et al. 2018, section 3.3: the final block's act
 last token feeds a linear output layer). Inputs are right-padded, so a causal member's real
 positions never see the padding and its stack gets no padding mask (which also keeps SDPA on its
 causal flash path). A pattern that sees ahead (``full``, an encoder such as BERT, the two-sided
-variants of the sparse members in ``variants.py``) gets ``key_padding``, so its real tokens never
+variants of the sparse members in ``spec/variants.py``) gets ``key_padding``, so its real tokens never
 attend to padding, and is pooled by the mean over real tokens, Long Range Arena's pooling for its
 bidirectional encoders (Tay et al. 2021): under a sparse two-sided pattern no single position need
 see the whole input.

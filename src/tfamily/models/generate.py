@@ -14,7 +14,7 @@ from ..nn.attention import Attention
 from ..nn.state import CacheState
 from .encdec import EncoderDecoder
 from .lm import LanguageModel
-from ..numbers import check_int
+from ..base.numbers import check_int
 
 Generator = torch.Generator | Sequence[torch.Generator]  # one for the batch, or one per row
 

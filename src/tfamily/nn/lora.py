@@ -19,7 +19,7 @@ import torch
 from torch import Tensor, nn
 from torch.nn.utils import parametrize
 
-from ..numbers import check_int, check_number
+from ..base.numbers import check_int, check_number
 
 
 class LowRankUpdate(nn.Module):

@@ -23,7 +23,7 @@ from torch import Tensor, nn
 
 from ..nn.depth import Stack
 from .lm import need, token_loss
-from ..numbers import check_flag, check_number
+from ..base.numbers import check_flag, check_number
 
 
 def classifier(d_model: int, vocab_size: int) -> nn.Module:

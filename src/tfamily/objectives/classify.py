@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from torch import Tensor, nn
 
-from ..numbers import check_int
+from ..base.numbers import check_int
 from .lm import need, token_loss
 
 

@@ -14,7 +14,7 @@ import torch
 from torch import Tensor, nn
 
 from .lm import need, token_loss
-from ..numbers import check_number
+from ..base.numbers import check_number
 
 
 def selection_count(n: Tensor, mask_prob: float) -> Tensor:

@@ -23,7 +23,7 @@ from torch import Tensor, nn
 from torch.nn import functional as F
 
 from .lm import need, token_loss
-from ..numbers import check_int, check_number
+from ..base.numbers import check_int, check_number
 
 
 def span_counts(length: int, noise_density: float = 0.15, mean_span: float = 3.0) -> tuple[int, int]:

@@ -10,9 +10,9 @@ from torch import nn
 
 from .. import registry
 from ..data.tokenizer import TOKENIZER_BYTES
-from ..numbers import cut
+from ..base.numbers import cut
 from ..spec import Spec
-from ..textload import read_json
+from ..base.textload import read_json
 from . import families
 from .load import PretrainedError, Weights, load_into, read_config, read_tensors
 
@@ -57,7 +57,7 @@ def spec_from(config: dict, path: Path, *, fits: bool = True) -> tuple[Spec, obj
     """(spec, family module) of the checkpoint directory ``path``'s config; with ``fits``, refused by
     the size check before anything is built per layer (a 200-byte config.json can ask for 10^8
     layers). A wrong value is one line naming the file."""
-    from ..sizes import check_fits
+    from ..spec.sizes import check_fits
     fam = family(config, path)
     where = path / "config.json"
     try:

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from torch import Tensor
 
-from ..dicts import deep_merge
+from ..base.dicts import deep_merge
 from ..spec import Spec
 from .load import (HEAD_CLASSES, Field, Link, PretrainedError, Weights, activations, config_fields, field,
                    give_links, spec_fields, take_links)

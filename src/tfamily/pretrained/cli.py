@@ -15,7 +15,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from ..numbers import check_int
+from ..base.numbers import check_int
 from ..settings.commands import DTYPES, Convert
 from ..settings.schema import add_flags
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from torch import Tensor
 
-from ..dicts import deep_merge
+from ..base.dicts import deep_merge
 from ..spec import Spec
 from .load import (Field, Link, Weights, activations, config_fields, give_links, refuse_set, spec_fields,
                    take_links)

@@ -13,9 +13,9 @@ from __future__ import annotations
 
 from torch import Tensor
 
-from ..dicts import deep_merge
+from ..base.dicts import deep_merge
 from ..spec import Spec
-from ..textload import number
+from ..base.textload import number
 from .load import (Field, Link, PretrainedError, Weights, activations, config_fields, field, give_links,
                    spec_fields, take_links)
 

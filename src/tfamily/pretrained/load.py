@@ -16,9 +16,9 @@ from safetensors import SafetensorError
 from safetensors.torch import load_file
 from torch import Tensor, nn
 
-from ..numbers import cut
+from ..base.numbers import cut
 from ..train.transfer import tied as _tied
-from ..textload import expect, read_json, require
+from ..base.textload import expect, read_json, require
 
 # The transformers class that keeps each model kind's head: AutoModel would save the trunk alone,
 # which tfamily then refuses for the missing head.
@@ -164,7 +164,7 @@ def load_into(model: nn.Module, state: dict[str, Tensor], weights: Weights, sour
             own[name].copy_(t)
 
 
-# -- tables used in both directions (import here, export in ``pretrained/hf.py``) -----------------
+# -- tables used in both directions (import here, export in ``export/hf.py``) -----------------
 class Field(NamedTuple):
     """A config.json key and the spec field (dotted) it sets; ``default`` is what transformers
     assumes when the key is absent (None: the spec's own default); ``choices`` translates values."""

@@ -35,9 +35,9 @@ from torch.nn import functional as F
 from ..bench.results import print_rows, write_rows
 from ..nn.depth import ACT
 from ..train import grid as runner
-from ..options import seconds
+from ..base.options import seconds
 from .stream import StreamTask, loop_config
-from ..plotting import pyplot
+from ..base.plotting import pyplot
 from ..settings.schema import add_flags, setting
 
 

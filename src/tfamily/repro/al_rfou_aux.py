@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..bench.results import print_rows, write_rows
-from ..options import seconds
+from ..base.options import seconds
 from ..train import grid as runner
 from . import budget
 from .plots import save_bpc_curves

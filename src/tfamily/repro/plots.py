@@ -6,7 +6,7 @@ from pathlib import Path
 
 from torch import Tensor
 
-from ..plotting import pyplot
+from ..base.plotting import pyplot
 
 
 def save_grid(images: Tensor, path: Path, title: str) -> None:

@@ -30,8 +30,8 @@ from pathlib import Path
 import torch
 
 from ..bench.results import print_rows, write_rows
-from ..numbers import check_int
-from ..options import seconds
+from ..base.numbers import check_int
+from ..base.options import seconds
 from ..train import grid as runner
 from . import budget
 from ..settings.schema import add_flags, setting

@@ -47,14 +47,14 @@ from .. import members
 from ..bench.results import print_rows, write_rows
 from ..build import build
 from ..models.generate import greedy_decode
-from ..options import seconds
+from ..base.options import seconds
 from ..spec import Spec
 from ..train import grid as runner
 from ..train.device import resolve_device
 from ..train.evaluate import to_device
 from ..train.tasks.seq2seq import pairs_batch
 from .stream import StreamTask, loop_config
-from ..plotting import pyplot
+from ..base.plotting import pyplot
 from ..settings.schema import add_flags, setting
 
 TASKS = ("copy", "reverse", "addition")

@@ -15,7 +15,7 @@ import math
 import sys
 from pathlib import Path
 
-from ..compare import add_compare_args  # compare.py imports no torch at module level
+from ..compare import add_compare_args  # compare/__init__.py imports no torch at module level
 from ..settings.schema import add_flags
 from .settings import DEFAULTS, SAVED, Eval, Run, Sweep, Table, Train  # no torch at module level
 

@@ -18,7 +18,7 @@ import gymnasium as gym
 import numpy as np
 import torch
 
-from ..numbers import check_int
+from ..base.numbers import check_int
 
 TRAIN, EVAL = 0, 1  # seed streams: evaluation episodes never repeat training ones
 

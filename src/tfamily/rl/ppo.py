@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from ..numbers import check_int, check_number
+from ..base.numbers import check_int, check_number
 
 
 @dataclass(frozen=True)

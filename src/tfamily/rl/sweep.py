@@ -24,9 +24,9 @@ from dataclasses import asdict, dataclass
 from multiprocessing import get_context
 from pathlib import Path
 
-from ..textload import read_json, require
+from ..base.textload import read_json, require
 from ..train import grid as runner
-from ..numbers import check_int
+from ..base.numbers import check_int
 
 # Morad et al. 2023's memory tasks at the Easy level (PAPERS.md: the stateless CartPole is
 # registered as PositionOnlyCartPole).

@@ -20,8 +20,8 @@ import math
 import statistics
 from pathlib import Path
 
-from ..textload import number, read_json, require
-from ..plotting import pyplot
+from ..base.textload import number, read_json, require
+from ..base.plotting import pyplot
 from ..train.metrics import rollout_returns as curve  # the run's (env steps, batch-mean return)
 
 

@@ -24,7 +24,7 @@ import torch
 from .envs import EVAL, TRAIN, VecEnv
 from .policy import ActorCritic
 from .rollout import Rollout, collect, minibatch
-from ..numbers import check_int
+from ..base.numbers import check_int
 
 
 @dataclass(frozen=True)

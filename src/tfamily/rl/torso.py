@@ -29,7 +29,7 @@ import torch
 from torch import Tensor, nn
 
 from ..nn.state import State
-from ..numbers import check_int
+from ..base.numbers import check_int
 
 RECURRENT = {"lstm": "lstm_lm", "gru": "gru_lm"}  # the member whose recurrent stack a torso takes
 

@@ -15,8 +15,8 @@ import statistics
 from dataclasses import asdict, fields
 from pathlib import Path
 
-from ..numbers import check_int, check_number
-from ..sizes import fmt_bytes, machine_memory
+from ..base.numbers import check_int, check_number
+from ..spec.sizes import fmt_bytes, machine_memory
 from ..train import checkpoint
 from ..settings.run import MAX_SEED, Config, DataConfig, TrainConfig, validate
 from ..train.loop import Trainer, resume_config

@@ -102,7 +102,7 @@ class Demo:
     debug: bool = setting(False, flag=True, help=DEBUG)
 
 
-FORMAT_NAMES = ("onnx", "torchscript", "pt2")  # tfamily.export.FORMATS; tests/test_export.py checks both agree
+FORMAT_NAMES = ("onnx", "torchscript", "pt2")  # tfamily.export.graphs.FORMATS; tests/test_export.py checks both agree
 
 
 @dataclass

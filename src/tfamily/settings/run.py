@@ -24,8 +24,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from .vocab_names import bpe_size
-from ..numbers import check_int, check_number
-from ..options import parse_duration
+from ..base.numbers import check_int, check_number
+from ..base.options import parse_duration
 from .schema import build, check, given, parse_overrides as _parse_overrides, setting
 
 PRECISIONS = ("auto", "bf16", "fp16", "fp32", "machine")

@@ -53,8 +53,8 @@ from dataclasses import MISSING, Field, field, fields, is_dataclass
 from pathlib import Path
 from typing import Any
 
-from ..numbers import check_flag, check_int, check_number, cut
-from ..options import renamed
+from ..base.numbers import check_flag, check_int, check_number, cut
+from ..base.options import renamed
 
 
 def setting(default: Any = MISSING, *, help: str = "", flag: bool | str | tuple = False, old: tuple = (),
@@ -278,7 +278,7 @@ def find_file(name: str | Path, dirs: list[Path], what: str = "config") -> Path:
 def read_file(path: str | Path, sections: list[str]) -> dict:
     """The raw dict of a YAML or TOML file, which must be a mapping."""
     path = Path(path)
-    from ..textload import load_toml, load_yaml, read_text  # YAML only once a file is read
+    from ..base.textload import load_toml, load_yaml, read_text  # YAML only once a file is read
     text = read_text(path)
     d = (load_toml(text, str(path)) if path.suffix == ".toml" else load_yaml(text, str(path))) or {}
     if not isinstance(d, dict):
@@ -289,7 +289,7 @@ def read_file(path: str | Path, sections: list[str]) -> dict:
 def parse_value(text: str) -> Any:
     """A command-line value as YAML; '3e-3' (a string to YAML 1.1) becomes a float."""
     try:
-        from ..textload import load_yaml
+        from ..base.textload import load_yaml
         v = load_yaml(text, f"the value {text[:40]!r}")
     except ValueError as e:
         if "not valid YAML" in str(e):

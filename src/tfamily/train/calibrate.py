@@ -36,10 +36,10 @@ from pathlib import Path
 import torch
 
 from ..data.paths import cache_dir
-from ..files import write_atomic
-from ..hardware import cores, cpu_has_bf16, cpu_model, load_average
+from ..base.files import write_atomic
+from ..base.hardware import cores, cpu_has_bf16, cpu_model, load_average
 from ..settings.schema import add_flags, setting
-from ..textload import load_json
+from ..base.textload import load_json
 
 SEQ, LAYERS, VOCAB = 128, 2, 65   # the reference model: a character GPT of 2 layers over 128 tokens
 ROUNDS = 3                         # timed rounds per setting, after one untimed
@@ -154,7 +154,7 @@ def reference(width: int):
     """The reference model at ``width`` and its training FLOPs per step."""
     from ..build import build
     from ..members import get
-    from ..sizes import flops_per_unit
+    from ..spec.sizes import flops_per_unit
     from ..spec import Spec
     from .presets import member_dict
     d = member_dict("gpt", "small", get("gpt")().to_dict())

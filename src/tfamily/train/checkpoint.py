@@ -33,9 +33,9 @@ from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 from torch import Tensor, nn
 
-from .. import interrupt
-from ..files import same_mode, sha256
-from ..textload import load_json, read_text
+from ..base import interrupt
+from ..base.files import same_mode, sha256
+from ..base.textload import load_json, read_text
 from .versions import FORMAT_VERSION, VersionError, upgrade
 
 FORMAT = 1
@@ -127,7 +127,7 @@ def write(root: Path, step: int, model: nn.Module | dict[str, Tensor], groups: d
     ``meta.json`` not yet), e.g. the tests' kill points (``callbacks.SeesSaves``)."""
     root.mkdir(parents=True, exist_ok=True)
     weights = model if isinstance(model, dict) else model_tensors(model)
-    with interrupt.deferred():  # Ctrl-C waits for the write (a few seconds at most: interrupt.py)
+    with interrupt.deferred():  # Ctrl-C waits for the write (a few seconds at most: base/interrupt.py)
         try:
             path = _write(root, step, weights, groups, meta, keep, on_save or _quiet)
             if (path / TOKENIZER).is_file():  # the run's, beside checkpoints/

@@ -9,7 +9,7 @@ from typing import Any
 
 import yaml
 
-from ..options import parse_duration
+from ..base.options import parse_duration
 from ..settings import run as _run
 from ..settings.run import SECTIONS, Config, parse_overrides
 from ..settings.schema import find_file, read_file as _read_file, tree

@@ -20,7 +20,7 @@ import platform
 
 import torch
 
-from ..hardware import cpu_has_bf16
+from ..base.hardware import cpu_has_bf16
 
 
 def resolve_device(name: str, local_rank: int = 0) -> torch.device:

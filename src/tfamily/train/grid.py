@@ -40,9 +40,9 @@ import shutil
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
-from ..files import write_atomic
-from ..numbers import cut
-from ..textload import read_json
+from ..base.files import write_atomic
+from ..base.numbers import cut
+from ..base.textload import read_json
 
 PLAN = "plan.json"
 RESULT = "cell.json"

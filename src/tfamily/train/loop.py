@@ -27,7 +27,7 @@ from torch import Tensor, nn
 
 from ..build import build
 from ..models.hooks import AfterStep, SeesProgress
-from ..sizes import check_fits
+from ..spec.sizes import check_fits
 from ..spec import Spec
 from . import assemble, checkpoint, distributed, finetune, guard, resolve, rundir, snapshot, startup
 from .budget import Budget, Curve

@@ -14,8 +14,8 @@ import os
 import sys
 from pathlib import Path
 
-from .. import textload
-from ..numbers import cut
+from ..base import textload
+from ..base.numbers import cut
 
 TRAIN_FIELDS = ["step", "tokens", "loss", "lr", "grad_norm", "tokens_per_s", "elapsed_s"]
 EVAL_FIELDS = ["step", "tokens", "loss", "bpc", "ppl", "acc"]

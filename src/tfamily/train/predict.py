@@ -21,7 +21,7 @@ import torch
 from torch import nn
 
 from ..data.vocab import OutsideVocabulary
-from ..numbers import check_int
+from ..base.numbers import check_int
 from ..spec import Spec
 from .device import autocast
 from .eval_data import describe

@@ -27,7 +27,7 @@ def add_parser(sub) -> None:
 
 def read_texts(path: str) -> list[str]:
     """The texts of ``--file``: one per line, or the ``text`` field of a CSV's or JSONL's rows."""
-    from ..textload import read_csv, read_jsonl, read_text
+    from ..base.textload import read_csv, read_jsonl, read_text
     p = Path(path).expanduser()
     if not p.is_file():
         raise FileNotFoundError(f"--file {path} " + ("is not a regular file" if p.exists() else "does not exist")

@@ -15,7 +15,7 @@ starts from the small member's sizes just as from the paper's.
 """
 from __future__ import annotations
 
-from ..dicts import deep_merge
+from ..base.dicts import deep_merge
 
 
 SIZES = ("small", "paper")

@@ -23,7 +23,7 @@ from .. import members
 from ..build import pattern
 from ..nn.patterns import Causal, Full, SoftPattern, density
 from ..registry import STATES
-from ..family import follow_depth
+from ..members.family import follow_depth
 from ..spec import Spec, merge
 from . import finetune, presets
 from ..settings.run import Config

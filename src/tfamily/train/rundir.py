@@ -24,7 +24,7 @@ import socket
 import time
 from pathlib import Path
 
-from ..textload import load_json, read_text
+from ..base.textload import load_json, read_text
 
 LOCK = ".lock"
 

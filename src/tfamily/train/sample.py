@@ -18,7 +18,7 @@ from ..models.generate import check_left_padding, left_pad
 from ..models.generate import stream as stream_tokens
 from ..spec import Spec
 from ..nn.lora import merge
-from ..numbers import check_int
+from ..base.numbers import check_int
 from . import checkpoint, finetune
 from .config import from_dict
 from .device import resolve_device, resolve_precision

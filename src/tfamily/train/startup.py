@@ -24,8 +24,8 @@ import torch
 from torch import nn
 
 from ..build import build
-from ..hardware import cpu_has_bf16
-from ..sizes import flops_per_unit
+from ..base.hardware import cpu_has_bf16
+from ..spec.sizes import flops_per_unit
 from ..spec import Spec
 from . import autotune, calibrate
 from .distributed import Dist

@@ -147,7 +147,7 @@ def test_invalid_pairs_are_refused_naming_both_choices(override, match):
 @pytest.mark.parametrize("name", ["rnn_lm", "lstm_lm", "gru_lm", "lstm_seq2seq", "luong_attention",
                                   "bahdanau_attention"])
 def test_the_size_estimate_is_a_lower_bound_for_recurrent_members(name):
-    from tfamily.sizes import param_count
+    from tfamily.spec.sizes import param_count
     spec = members.get(name)(vocab_size=V)
     with torch.device("meta"):
         model = tfamily.build(spec)

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from ... import registry
-from ...numbers import check_int
+from ...base.numbers import check_int
 
 HELD_OUT = 1 << 62  # held-out sets use seeds no run uses
 

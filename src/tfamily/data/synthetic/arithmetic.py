@@ -4,7 +4,7 @@ from __future__ import annotations
 import torch
 
 from .base import Batch, as_generator, check_batch_size, check_bounds, check_int, lm_pair
-from ...numbers import check_flag
+from ...base.numbers import check_flag
 
 __all__ = ["AdditionTask", "ParityTask"]
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
-from ... import numbers
+from ...base import numbers
 
 __all__ = ["Batch", "as_generator", "check_int"]
 

@@ -21,7 +21,7 @@ import numpy as np
 import torch
 
 from .base import Batch, as_generator, check_batch_size, check_bounds, check_int
-from ...numbers import check_number
+from ...base.numbers import check_number
 
 __all__ = ["ListOpsTask", "listops_eval", "listops_tokenize", "listops_detokenize", "LISTOPS_TOKENS"]
 

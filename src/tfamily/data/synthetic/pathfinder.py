@@ -22,7 +22,7 @@ import math
 import numpy as np
 import torch
 
-from ...numbers import check_int, check_number
+from ...base.numbers import check_int, check_number
 
 BACKGROUND, PATH, DOT = 0, 1, 2
 STEP = 0.9  # < 1 pixel: a rounded step moves at most one pixel in each direction

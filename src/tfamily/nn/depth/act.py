@@ -31,7 +31,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
-from ...numbers import check_int, check_number
+from ...base.numbers import check_int, check_number
 
 CellState = tuple[Tensor, ...]
 

@@ -124,6 +124,17 @@ class RecurrentStack(nn.Module):
     starting from ``state``'s hidden state (zeros without one) and leaving its final one there."""
     citation = ("Elman 1990, h_t = f(W x_t + U h_{t-1}): a stack of recurrent layers, the state carried across "
                 "segments (truncated BPTT, Williams & Peng 1990)")
+    # The model classes around this stack are GPT's (LanguageModel, CausalLM, Dropout); around it they
+    # compute the recurrent LM's equations, so the tour (catalogue/tour.py) cites these for them.
+    cites_around = {
+        "LanguageModel": "Mikolov et al. 2010, section 2: s(t) = f(U w(t) + W s(t-1)), y(t) = softmax(V s(t)); "
+                         "Zaremba et al. 2014, section 3 stacks L layers, h_t^l = cell(h_t^{l-1}, h_{t-1}^l) "
+                         "(an LSTM there), the prediction read from h_t^L",
+        "CausalLM": "Mikolov et al. 2010, section 2: y(t) is P(w(t+1) | w(t), s(t-1)), trained by cross-entropy "
+                    "on the next word",
+        "Dropout": "Zaremba et al. 2014, section 3.2: dropout on the non-recurrent connections only, "
+                   "h_t^l = LSTM(D(h_t^{l-1}), h_{t-1}^l)",
+    }
 
     def __init__(self, rnn: nn.RNNBase):
         super().__init__()
@@ -165,7 +176,7 @@ def _recurrent(cell: str) -> Callable[..., nn.Module]:
     return make
 
 
-# gates: the d x d matrix pairs (input, recurrent) per layer each cell holds (sizes.py counts them).
+# gates: the d x d matrix pairs (input, recurrent) per layer each cell holds (spec/sizes.py counts them).
 _GATES = {"rnn": 1, "lstm": 4, "gru": 3}
 for _cell in CELLS:
     DEPTHS.register(_cell, _recurrent(_cell), needs=("d_model", "n_layers", "dropout"), recurrent=True,

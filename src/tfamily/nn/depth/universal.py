@@ -38,7 +38,7 @@ from torch import Tensor, nn
 from ..position.coordinate import Coordinate
 from ..state import LayerState
 from ..tracing import recording
-from ...numbers import check_int, check_number
+from ...base.numbers import check_int, check_number
 from ...registry import DEPTHS
 
 

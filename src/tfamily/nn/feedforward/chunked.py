@@ -9,7 +9,7 @@ from torch import Tensor, nn
 from torch.utils.checkpoint import checkpoint
 
 from ..state import LayerState
-from ...numbers import check_int
+from ...base.numbers import check_int
 
 
 class Chunked(nn.Module):
@@ -21,7 +21,7 @@ class Chunked(nn.Module):
     (Kitaev et al. 2020, section 3: "the reverse computation and the backward pass are also
     chunked"), at the price of one more forward of the part. Without it, chunking only
     bounds the forward pass's transient memory, since autograd keeps every piece.
-    ``inner`` must be position-wise (checks.py refuses chunking a convolution, whose window
+    ``inner`` must be position-wise (spec/part_checks.py refuses chunking a convolution, whose window
     would be cut at the pieces' edges), so ``state`` and ``padding`` are not passed on."""
     citation = "Kitaev et al. 2020, section 3: the feed-forward computed in chunks along the sequence"
 

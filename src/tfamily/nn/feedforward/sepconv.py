@@ -25,7 +25,7 @@ from torch import Tensor, nn
 from ...registry import ACTIVATIONS, FEEDFORWARDS
 from ..dropout import maybe_dropout
 from ..state import LayerState
-from ...numbers import check_int
+from ...base.numbers import check_int
 
 
 class SeparableConv1d(nn.Module):

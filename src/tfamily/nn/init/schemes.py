@@ -23,7 +23,7 @@ from torch import Tensor, nn
 
 from ...registry import INITS
 from .base import InitScheme
-from ...numbers import check_flag, check_number
+from ...base.numbers import check_flag, check_number
 
 
 class TorchDefault:

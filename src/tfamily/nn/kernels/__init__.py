@@ -8,10 +8,10 @@ from .blocksparse import BlockSparseKernel
 from .flex import FlexKernel
 from .lsh import LSHKernel
 
-# What a kernel's registration declares for its readers (sizes.py, export.py, pretrained/hf.py):
+# What a kernel's registration declares for its readers (spec/sizes.py, export/graphs.py, export/hf.py):
 # scores: it holds every row's fp32 L x L scores; mask_unless: it makes an L x L mask for any pattern
 # but these (a kernel with neither holds no L x L tensor); traced_as: how an exported graph runs it;
-# untraceable: why no graph computes it; shared_qk: it needs shared-QK heads (tfamily/checks.py).
+# untraceable: why no graph computes it; shared_qk: it needs shared-QK heads (tfamily/spec/part_checks.py).
 KERNELS.register("reference", ReferenceKernel, scores=True)
 KERNELS.register("sdpa", SDPAKernel, mask_unless=("causal", "full"))
 KERNELS.register("blocksparse", BlockSparseKernel,

@@ -8,7 +8,7 @@ import math
 
 from torch import Tensor
 
-from ...numbers import check_int
+from ...base.numbers import check_int
 from ..patterns import Causal, Full, Pattern
 from ..tracing import recording
 from .sdpa import SDPAKernel

@@ -21,7 +21,7 @@ import os
 import torch
 from torch import Tensor
 
-from ...hardware import cpu_has_bf16
+from ...base.hardware import cpu_has_bf16
 from . import native
 from .plan import Plan
 

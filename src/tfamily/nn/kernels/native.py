@@ -21,7 +21,7 @@ from pathlib import Path
 
 import torch
 
-from ...hardware import cpu_flags
+from ...base.hardware import cpu_flags
 
 _CSRC = Path(__file__).parent / "csrc"
 _SOURCES = [_CSRC / "lsh_chunks.cpp", _CSRC / "blocksparse.cpp"]

@@ -9,7 +9,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
-from ...numbers import check_number
+from ...base.numbers import check_number
 
 
 def _check_eps(eps: object) -> float:

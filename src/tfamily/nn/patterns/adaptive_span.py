@@ -31,7 +31,7 @@ from torch import Tensor, nn
 
 from ...registry import PATTERNS
 from ..tracing import recording
-from ...numbers import check_int, check_number
+from ...base.numbers import check_int, check_number
 
 
 class AdaptiveSpan(nn.Module):

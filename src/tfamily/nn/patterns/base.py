@@ -10,7 +10,7 @@ from typing import Protocol, runtime_checkable
 
 import torch
 from torch import Tensor
-from ... import numbers
+from ...base import numbers
 
 
 @runtime_checkable

@@ -19,7 +19,7 @@ import math
 import torch
 from torch import Tensor, nn
 
-from ...numbers import check_flag, check_int
+from ...base.numbers import check_flag, check_int
 
 
 def relative_buckets(rel: Tensor, *, causal: bool, num_buckets: int, max_distance: int) -> Tensor:

@@ -32,7 +32,7 @@ from einops import rearrange
 from torch import Tensor, nn
 
 from .absolute import sinusoid_table
-from ...numbers import check_flag, check_int
+from ...base.numbers import check_flag, check_int
 
 
 def shift(x: Tensor, n: int, m: int) -> Tensor:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
-from ...numbers import check_number
+from ...base.numbers import check_number
 
 
 def tables(start: int, n: int, e: int, base: float, device, dtype) -> tuple[Tensor, Tensor]:

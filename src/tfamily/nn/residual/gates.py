@@ -16,7 +16,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from ...numbers import check_number
+from ...base.numbers import check_number
 from ...registry import RESIDUALS
 from ..dropout import maybe_dropout
 from .base import or_layer_norm

@@ -22,7 +22,7 @@ from .base import row_mask
 from .cache import LayerState
 from ..patterns.base import SoftPattern
 from ...registry import STATES
-from ...numbers import check_int
+from ...base.numbers import check_int
 
 
 def next_memory(memory: Tensor | None, inputs: Tensor | None, mem_len: int) -> Tensor | None:

@@ -24,7 +24,7 @@ import torch
 from ...data import ByteVocab, CharVocab
 from ...data.vocab import OutsideVocabulary
 from ...data.tokenizer import TokenizerVocab
-from ...textload import read_csv, read_jsonl
+from ...base.textload import read_csv, read_jsonl
 from ...settings.run import DataConfig
 from .classify import ClassifyTask, Examples
 

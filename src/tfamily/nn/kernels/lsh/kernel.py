@@ -24,7 +24,7 @@ from .chunks import ChunkConfig, LSHFunction, attend_plain
 from .fused import FusedLSHFunction, usable
 from .layout import make_layout
 from .rows import attend_rows
-from ....numbers import check_flag, check_int
+from ....base.numbers import check_flag, check_int
 
 
 def _check_count(name: str, value, lo: int, fix: str) -> int:
