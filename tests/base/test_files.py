@@ -1,10 +1,13 @@
-"""files.write_atomic: the whole new content or the old file, never half, and the mode open() gives."""
+"""files.write_atomic and files.replace_dir: the whole new content or the old, never half, and the mode
+open() gives."""
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import pytest
 
+from tfamily.base import files
 from tfamily.base.files import write_atomic
 
 
@@ -35,3 +38,33 @@ def test_a_failed_write_keeps_the_old_file(tmp_path, monkeypatch):
     with pytest.raises(OSError, match="no room"):
         write_atomic(p, "new")
     assert p.read_text() == "old" and sorted(f.name for f in tmp_path.iterdir()) == ["a.json"]
+
+
+def test_replace_dir_puts_the_new_folder_in_place_and_leaves_no_aside(tmp_path):
+    final, tmp = tmp_path / "out", tmp_path / ".out.partial"
+    final.mkdir()
+    (final / "old.txt").write_text("old")
+    tmp.mkdir()
+    (tmp / "new.txt").write_text("new")
+    assert files.replace_dir(tmp, final) == final
+    assert sorted(p.name for p in final.iterdir()) == ["new.txt"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]  # nothing aside, no temporary left
+
+
+def test_replace_dir_puts_the_old_folder_back_when_the_rename_fails(tmp_path, monkeypatch):
+    final, tmp = tmp_path / "out", tmp_path / ".out.partial"
+    final.mkdir()
+    (final / "old.txt").write_text("old")
+    tmp.mkdir()
+    real = Path.rename
+
+    def rename(self, target):
+        if self == tmp:
+            raise OSError("no room")
+        return real(self, target)
+
+    monkeypatch.setattr(Path, "rename", rename)
+    with pytest.raises(OSError, match="no room"):
+        files.replace_dir(tmp, final)
+    assert (final / "old.txt").read_text() == "old"
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".out.partial", "out"]

@@ -1,10 +1,11 @@
-"""Writing a whole file so that a reader, or the next run after a kill, finds the old file or
-the new one, never half of one: the bytes go to a temporary file beside the target (same
-filesystem, so the rename is atomic) and ``os.replace`` puts it in place."""
+"""Writing a whole file or folder so that a reader, or the next run after a kill, finds the old one or
+the new one, never half of one: the bytes go to a temporary file (or folder) beside the target (same
+filesystem, so the rename is atomic) and a rename puts it in place."""
 from __future__ import annotations
 
 import hashlib
 import os
+import shutil
 import uuid
 from pathlib import Path
 
@@ -25,6 +26,37 @@ def write_atomic(path: str | Path, data: str | bytes, mode: int | None = None) -
         tmp.unlink(missing_ok=True)
         raise
     return path
+
+
+def fsync_path(path: str | Path) -> None:
+    """Flush a file's bytes, or a folder's entries, to disk."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def replace_dir(tmp: str | Path, final: str | Path) -> Path:
+    """Put the finished folder ``tmp`` at ``final`` (beside it): its entries are flushed first; an
+    existing ``final`` is renamed aside to a dot-name (which no reader takes for it) and deleted only once
+    ``tmp`` is in its place, and put back if that rename fails. Checkpoints, prepared corpora and
+    Hugging Face exports are written this way."""
+    tmp, final = Path(tmp), Path(final)
+    fsync_path(tmp)
+    old = final.with_name(f".del-{final.name}-{os.getpid()}") if final.exists() else None
+    if old is not None:
+        final.rename(old)
+    try:
+        tmp.rename(final)
+    except OSError:
+        if old is not None:
+            old.rename(final)
+        raise
+    fsync_path(final.parent)
+    if old is not None:
+        shutil.rmtree(old, ignore_errors=True)
+    return final
 
 
 def same_mode(like: Path, files: list[Path]) -> None:

@@ -38,7 +38,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 import shutil
 import sys
 from concurrent.futures import ThreadPoolExecutor
@@ -48,7 +47,7 @@ from pathlib import Path
 import numpy as np
 
 from .. import __version__
-from ..base.files import sha256, write_atomic
+from ..base.files import replace_dir, sha256, write_atomic
 from . import readers, subword
 from ..settings.data import PrepareSettings
 from .batching import _splitmix64
@@ -355,13 +354,4 @@ def _write(plan: _Plan, vocab) -> tuple[dict, dict | None]:
 
 def _install(plan: _Plan) -> None:
     """Move the finished partial folder to ``out``; a replaced one goes aside first and is removed last."""
-    out, old = plan.out, plan.out.with_name(f".{plan.out.name}.old")
-    fd = os.open(plan.partial, os.O_RDONLY)
-    try:
-        os.fsync(fd)  # the shards' and manifest's names are on disk before the folder is renamed
-    finally:
-        os.close(fd)
-    if out.exists():
-        os.rename(out, old)
-    os.rename(plan.partial, out)
-    shutil.rmtree(old, ignore_errors=True)
+    replace_dir(plan.partial, plan.out)

@@ -20,14 +20,13 @@ import contextlib
 import inspect
 import json
 import os
-import shutil
 from pathlib import Path
 
 import torch
 from torch import nn
 
 from .. import registry
-from ..base.files import same_mode
+from ..base.files import replace_dir, same_mode
 from ..spec import Spec
 from ..pretrained import families
 from ..pretrained.load import PretrainedError
@@ -222,7 +221,7 @@ def export_hf(model: nn.Module, out: str | Path, vocab=None, force: bool = False
             save_file(tensors, str(tmp / "model.safetensors"), metadata={"format": "pt"})
             same_mode(tmp / "config.json", [tmp / "model.safetensors"])
             diff = _compare(model, from_pretrained(tmp, dtype=dtype).model)
-            _put(tmp, path)
+            replace_dir(tmp, path)
     except BaseException:
         for d in reversed(made):  # the parents this export created, if still empty
             with contextlib.suppress(OSError):
@@ -230,22 +229,6 @@ def export_hf(model: nn.Module, out: str | Path, vocab=None, force: bool = False
         raise
     return {"member": spec.member, "format": "hf", "model_type": config["model_type"], "path": str(path),
             "files": sorted(f.name for f in path.iterdir()), "max_abs_diff": diff}
-
-
-def _put(tmp: Path, path: Path) -> None:
-    """Rename ``tmp`` to ``path``; an existing ``path`` (empty, or replaced with --force) is moved aside
-    first and deleted only once ``tmp`` is in its place."""
-    old = path.with_name(f".del-{tmp.name}") if path.exists() else None
-    if old:
-        path.rename(old)
-    try:
-        tmp.rename(path)
-    except OSError:
-        if old:
-            old.rename(path)
-        raise
-    if old:
-        shutil.rmtree(old, ignore_errors=True)
 
 
 def _compare(model: nn.Module, back: nn.Module, seed: int = 0) -> float:

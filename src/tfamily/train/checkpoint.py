@@ -34,7 +34,7 @@ from safetensors.torch import load_file, save_file
 from torch import Tensor, nn
 
 from ..base import interrupt
-from ..base.files import same_mode, sha256
+from ..base.files import fsync_path, replace_dir, same_mode, sha256
 from ..base.textload import load_json, read_text
 from .versions import FORMAT_VERSION, VersionError, upgrade
 
@@ -50,14 +50,6 @@ class CheckpointError(ValueError):
 
 
 # -- files -------------------------------------------------------------------------------------
-def _fsync_path(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 def step_dirs(root: Path) -> list[tuple[int, Path]]:
     """Complete-looking checkpoint directories under ``root``, newest first."""
     if not root.is_dir():
@@ -181,7 +173,7 @@ def _write(root: Path, step: int, weights: dict, groups: dict, meta: dict, keep:
         (tmp / TOKENIZER).write_text(vocab["json"], encoding="utf-8")
     on_save(step, "files")
     for fname in files:
-        _fsync_path(tmp / fname)
+        fsync_path(tmp / fname)
         files[fname] = {"bytes": (tmp / fname).stat().st_size, "sha256": sha256(tmp / fname)}
     full = {"format": FORMAT, "format_version": FORMAT_VERSION, "step": step, "files": files, **meta}
     with open(tmp / META, "w", encoding="utf-8") as f:
@@ -189,13 +181,7 @@ def _write(root: Path, step: int, weights: dict, groups: dict, meta: dict, keep:
         f.flush()
         os.fsync(f.fileno())
     same_mode(tmp / META, [tmp / fname for fname in files])
-    _fsync_path(tmp)
-    if final.exists():  # the same step saved again (e.g. a resumed run's last step)
-        old = root / f".del-{final.name}-{os.getpid()}"
-        final.rename(old)
-        shutil.rmtree(old, ignore_errors=True)
-    tmp.rename(final)
-    _fsync_path(root)
+    replace_dir(tmp, final)  # the same step saved again (a resumed run's last step) replaces it
     for _, old in step_dirs(root)[keep:]:
         # Rename first: a directory that is half deleted must not look like a checkpoint.
         doomed = root / f".del-{old.name}-{os.getpid()}"
