@@ -247,3 +247,37 @@ def test_the_library_never_imports_the_docs_tools():
                      [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else [])
             found += [(name, r) for r in roots if r.split(".")[0] in ("mkdocs", "mkdocstrings", "griffe")]
     assert found == []
+
+
+MAP_START, MAP_END = "<!-- import map: python tests/test_imports.py --write -->", "<!-- end of import map -->"
+ARCHITECTURE = ROOT.parent / "docs" / "architecture.md"
+
+
+def import_map() -> str:
+    """The package graph as the architecture page draws it: each layer's packages, top layer first,
+    with the packages each one imports (lazy imports included)."""
+    packages = package_graph(_graph(module_level_only=False))
+
+    def short(p: str) -> str:
+        return p if p == "tfamily" else p.removeprefix("tfamily.")
+    lines = ["| layer | package | imports |", "|---|---|---|"]
+    for layer, names in reversed(LAYERS):
+        for name in sorted(p for p in packages if layer_of(p) == [n for n, _ in LAYERS].index(layer)):
+            uses = sorted(packages[name], key=lambda p: (layer_of(p), p))
+            lines.append(f"| {layer} | `{short(name)}` | {', '.join(f'`{short(p)}`' for p in uses) or '(nothing)'} |")
+    return "\n".join(lines)
+
+
+def _map_in_page() -> str:
+    text = ARCHITECTURE.read_text(encoding="utf-8")
+    return text[text.index(MAP_START) + len(MAP_START):text.index(MAP_END)].strip()
+
+
+def test_the_architecture_page_draws_the_import_graph_as_it_is():
+    assert _map_in_page() == import_map(), "the page's import map is stale: run python tests/test_imports.py --write"
+
+
+if __name__ == "__main__" and sys.argv[1:] == ["--write"]:
+    page = ARCHITECTURE.read_text(encoding="utf-8")
+    start, end = page.index(MAP_START) + len(MAP_START), page.index(MAP_END)
+    ARCHITECTURE.write_text(page[:start] + "\n" + import_map() + "\n" + page[end:], encoding="utf-8")
