@@ -33,7 +33,7 @@ from pathlib import Path
 from ..bench.results import print_rows, write_rows
 from ..base.options import seconds
 from ..train import grid as runner
-from . import budget
+from . import LoopRunFlags, budget
 from .plots import save_bpc_curves
 from ..settings.schema import add_flags, setting
 
@@ -48,8 +48,8 @@ PAPER = {"all": 1.062, "no_all_positions": 2.482, "no_intermediate": 1.158, "no_
 
 
 @dataclass
-class Settings:
-    """`tfamily repro al-rfou-aux`."""
+class _OwnFlags:
+    """The flags of this repro alone; ``Settings`` adds the shared run flags after them."""
     runs: list[str] = setting([r for r in RUNS if r != "none"], flag=True, choices=list(RUNS))
     corpus: str = setting("tinyshakespeare", flag=True)
     time: float = setting(300.0, flag=True, metavar="DUR", parse=seconds,
@@ -67,15 +67,12 @@ class Settings:
     curve_every: int = setting(100, flag=True, lo=0, help="steps between curve evaluations")
     curve_chars: int = setting(16384, flag=True, lo=0, help="validation characters per curve point")
     eval_chars: int = setting(0, flag=True, lo=0, help="characters of the final evaluation (0: the whole split)")
-    precision: str = setting("fp32", flag=True, choices=("auto", "bf16", "fp32"))
-    threads: int | None = setting(None, flag=True, lo=0)
-    device: str = setting("auto", flag=True)
-    seed: int = setting(0, flag=True, lo=0)
+
+
+@dataclass
+class Settings(LoopRunFlags, _OwnFlags):
+    """`tfamily repro al-rfou-aux`."""
     out: str | None = setting(None, flag=True, help="directory (default runs/repro/al-rfou-aux/<time>)")
-    shard: str | None = setting(None, flag=True, metavar="I/N", help=runner.SHARD_HELP)
-    data_dir: str | None = setting(None, flag=True, metavar="DIR",
-                                   help="data directory (else $TFAMILY_DATA, else the user cache)")
-    json: bool = setting(False, flag=True)
 
 
 def add_args(p) -> None:

@@ -33,7 +33,7 @@ from ..bench.results import print_rows, write_rows
 from ..base.numbers import check_int
 from ..base.options import seconds
 from ..train import grid as runner
-from . import budget
+from . import LoopRunFlags, budget
 from ..settings.schema import add_flags, setting
 
 MODELS = {  # name -> (member, spec overrides beyond the shared width)
@@ -52,8 +52,8 @@ COLUMNS = [("model", "model", "<14"), ("member", "member", "<22"), ("params", "p
 
 
 @dataclass
-class Settings:
-    """`tfamily repro reverse-dictionary`."""
+class _OwnFlags:
+    """The flags of this repro alone; ``Settings`` adds the shared run flags after them."""
     models: list[str] = setting(list(MODELS), flag=True, choices=list(MODELS))
     time: float = setting(180.0, flag=True, metavar="DUR", parse=seconds,
                           help="time of training per model (the equal budget)")
@@ -74,15 +74,12 @@ class Settings:
     val_tokens: int = setting(20000, flag=True, lo=0, help="validation tokens of the final loss")
     gcide: str | None = setting(None, flag=True,
                                 help="a GCIDE text file (default gcide.txt.gz in the data directory)")
-    precision: str = setting("fp32", flag=True, choices=("auto", "bf16", "fp32"))
-    threads: int | None = setting(None, flag=True, lo=0)
-    device: str = setting("auto", flag=True)
-    seed: int = setting(0, flag=True, lo=0)
+
+
+@dataclass
+class Settings(LoopRunFlags, _OwnFlags):
+    """`tfamily repro reverse-dictionary`."""
     out: str | None = setting(None, flag=True, help="directory (default runs/repro/reverse-dictionary/<time>)")
-    shard: str | None = setting(None, flag=True, metavar="I/N", help=runner.SHARD_HELP)
-    data_dir: str | None = setting(None, flag=True, metavar="DIR",
-                                   help="data directory (else $TFAMILY_DATA, else the user cache)")
-    json: bool = setting(False, flag=True)
 
 
 def add_args(p) -> None:
