@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import torch
 
-from .base import Batch, as_generator, check_batch_size, check_bounds, check_int, lm_pair
+from .base import Batch, as_generator, check_batch_size, check_int, check_lengths, lm_pair
 from ...base.numbers import check_flag
 
 __all__ = ["AdditionTask", "ParityTask"]
@@ -77,9 +77,7 @@ class ParityTask:
     n_classes = 2
 
     def __init__(self, min_len: int = 1, max_len: int = 64):
-        self.min_len = check_int(self.name, "min_len", min_len, 1)
-        self.max_len = check_int(self.name, "max_len", max_len, 1)
-        check_bounds(self.name, "min_len", self.min_len, "max_len", self.max_len)
+        self.min_len, self.max_len = check_lengths(self.name, min_len, max_len)
         self.seq_len = self.max_len
 
     def sample(self, batch_size: int, generator: torch.Generator | int) -> Batch:

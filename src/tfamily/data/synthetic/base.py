@@ -51,6 +51,13 @@ def check_bounds(task: str, lo_name: str, lo: int, hi_name: str, hi: int) -> Non
         raise ValueError(f"{task}: {lo_name}={lo} is larger than {hi_name}={hi}; make {lo_name} <= {hi_name}")
 
 
+def check_lengths(task: str, min_len, max_len) -> tuple[int, int]:
+    """``(min_len, max_len)``, each an integer of at least 1, with min_len <= max_len."""
+    lo, hi = check_int(task, "min_len", min_len, 1), check_int(task, "max_len", max_len, 1)
+    check_bounds(task, "min_len", lo, "max_len", hi)
+    return lo, hi
+
+
 def as_generator(generator: torch.Generator | int) -> torch.Generator:
     """A torch.Generator, or an int seed turned into one."""
     if isinstance(generator, torch.Generator):

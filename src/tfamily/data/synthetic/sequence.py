@@ -7,9 +7,17 @@ from __future__ import annotations
 
 import torch
 
-from .base import Batch, as_generator, check_batch_size, check_bounds, check_int, lm_pair
+from .base import Batch, as_generator, check_batch_size, check_int, check_lengths, lm_pair
 
 __all__ = ["CopyTask", "ReverseTask", "DuplicateTask", "AssociativeRecallTask"]
+
+
+def _init_copy_like(task, n_symbols: int, min_len: int, max_len: int) -> None:
+    """The sizes of a `w SEP w'` task: PAD, SEP and n_symbols symbols; inputs of 2 * max_len tokens."""
+    task.n_symbols = check_int(task.name, "n_symbols", n_symbols, 1)
+    task.min_len, task.max_len = check_lengths(task.name, min_len, max_len)
+    task.vocab_size = task.n_symbols + 2
+    task.seq_len = 2 * task.max_len
 
 
 def _sample_copy_like(task, batch_size: int, generator, reverse: bool) -> Batch:
@@ -47,12 +55,7 @@ class CopyTask:
     PAD, SEP, SYMBOL0 = 0, 1, 2
 
     def __init__(self, n_symbols: int = 8, min_len: int = 1, max_len: int = 16):
-        self.n_symbols = check_int(self.name, "n_symbols", n_symbols, 1)
-        self.min_len = check_int(self.name, "min_len", min_len, 1)
-        self.max_len = check_int(self.name, "max_len", max_len, 1)
-        check_bounds(self.name, "min_len", self.min_len, "max_len", self.max_len)
-        self.vocab_size = self.n_symbols + 2
-        self.seq_len = 2 * self.max_len
+        _init_copy_like(self, n_symbols, min_len, max_len)
 
     def sample(self, batch_size: int, generator: torch.Generator | int) -> Batch:
         return _sample_copy_like(self, batch_size, generator, reverse=False)
@@ -68,12 +71,7 @@ class ReverseTask:
     PAD, SEP, SYMBOL0 = 0, 1, 2
 
     def __init__(self, n_symbols: int = 8, min_len: int = 1, max_len: int = 16):
-        self.n_symbols = check_int(self.name, "n_symbols", n_symbols, 1)
-        self.min_len = check_int(self.name, "min_len", min_len, 1)
-        self.max_len = check_int(self.name, "max_len", max_len, 1)
-        check_bounds(self.name, "min_len", self.min_len, "max_len", self.max_len)
-        self.vocab_size = self.n_symbols + 2
-        self.seq_len = 2 * self.max_len
+        _init_copy_like(self, n_symbols, min_len, max_len)
 
     def sample(self, batch_size: int, generator: torch.Generator | int) -> Batch:
         return _sample_copy_like(self, batch_size, generator, reverse=True)
