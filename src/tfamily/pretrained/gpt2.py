@@ -13,8 +13,8 @@ from torch import Tensor
 
 from ..base.dicts import deep_merge
 from ..spec import Spec
-from .load import (Field, Link, Weights, activations, config_fields, give_links, refuse_set, spec_fields,
-                   take_links)
+from .load import (Field, Link, Weights, activations, config_fields, give_links, head_links, refuse_set,
+                   spec_fields, take_causal_lm)
 
 ACTIVATIONS = activations("gelu_new", "gelu_pytorch_tanh", "gelu", "relu")
 PREFIXES = ("transformer.",)
@@ -65,14 +65,11 @@ def links(spec_: Spec) -> list[Link]:
             out += [Link(f"{b}{ours}.weight", (f"{h}{hf}.weight",), conv1d),
                     Link(f"{b}{ours}.bias", (f"{h}{hf}.bias",))]
     out += [Link("stack.final_norm.weight", ("ln_f.weight",)), Link("stack.final_norm.bias", ("ln_f.bias",))]
-    return out + ([] if spec_.tie_embeddings else [Link("head.proj.weight", ("lm_head.weight",))])
+    return out + head_links(spec_)
 
 
 def weights(config_: dict, spec_: Spec, w: Weights) -> dict[str, Tensor]:
-    out = take_links(w, links(spec_))
-    if w.has("lm_head.weight"):  # a tied head stored anyway: the embedding again
-        w.take("lm_head.weight")
-    return out
+    return take_causal_lm(w, links(spec_))
 
 
 def hf_weights(spec_: Spec, state: dict[str, Tensor]) -> dict[str, Tensor]:

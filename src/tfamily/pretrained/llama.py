@@ -17,7 +17,7 @@ from ..base.dicts import deep_merge
 from ..spec import Spec
 from ..base.textload import number
 from .load import (Field, Link, PretrainedError, Weights, activations, config_fields, field, give_links,
-                   spec_fields, take_links)
+                   head_links, spec_fields, take_causal_lm)
 
 ACTIVATIONS = activations("silu", "gelu", "gelu_pytorch_tanh")
 PREFIXES = ("model.",)
@@ -93,14 +93,11 @@ def links(spec_: Spec) -> list[Link]:
         out.append(Link(f"{b}attn_residual.norm.weight", (f"{h}input_layernorm.weight",)))
         out.append(Link(f"{b}ff_residual.norm.weight", (f"{h}post_attention_layernorm.weight",)))
     out.append(Link("stack.final_norm.weight", ("norm.weight",)))
-    return out + ([] if spec_.tie_embeddings else [Link("head.proj.weight", ("lm_head.weight",))])
+    return out + head_links(spec_)
 
 
 def weights(config_: dict, spec_: Spec, w: Weights) -> dict[str, Tensor]:
-    out = take_links(w, links(spec_))
-    if w.has("lm_head.weight"):  # a tied head stored anyway: the embedding again
-        w.take("lm_head.weight")
-    return out
+    return take_causal_lm(w, links(spec_))
 
 
 def hf_weights(spec_: Spec, state: dict[str, Tensor]) -> dict[str, Tensor]:

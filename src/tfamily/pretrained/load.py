@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import torch
 from safetensors import SafetensorError
@@ -19,6 +19,9 @@ from torch import Tensor, nn
 from ..base.numbers import cut
 from ..train.transfer import tied as _tied
 from ..base.textload import expect, read_json, require
+
+if TYPE_CHECKING:
+    from ..spec import Spec
 
 # The transformers class that keeps each model kind's head: AutoModel would save the trunk alone,
 # which tfamily then refuses for the missing head.
@@ -223,6 +226,21 @@ def take_links(w: Weights, links: Iterable[Link]) -> dict[str, Tensor]:
     for link in links:
         parts = [w.take(h, transpose=link.transpose) for h in link.hf]
         out[link.ours] = parts[0] if len(parts) == 1 else torch.cat(parts)
+    return out
+
+
+def head_links(spec_: Spec) -> list[Link]:
+    """The output projection's link (``lm_head.weight``) when the head is untied; a tied head is
+    the embedding, stored once."""
+    return [] if spec_.tie_embeddings else [Link("head.proj.weight", ("lm_head.weight",))]
+
+
+def take_causal_lm(w: Weights, links: Iterable[Link]) -> dict[str, Tensor]:
+    """``take_links`` for a causal LM: a tied head that the checkpoint stores anyway
+    (``lm_head.weight``, the embedding again) is taken and dropped."""
+    out = take_links(w, links)
+    if w.has("lm_head.weight"):
+        w.take("lm_head.weight")
     return out
 
 
