@@ -37,11 +37,16 @@ class ReferenceBlock(nn.Module):
         self.n_heads, self.n_kv_heads, self.d_head = n_heads, n_kv_heads, d_head
         self.approximate, self.dropout = approximate, dropout
         self.ln1, self.ln2 = nn.LayerNorm(d_model, bias=bias), nn.LayerNorm(d_model, bias=bias)
-        self.wq = nn.Linear(d_model, n_heads * d_head, bias=bias)
-        self.wk = nn.Linear(d_model, n_kv_heads * d_head, bias=bias)
-        self.wv = nn.Linear(d_model, n_kv_heads * d_head, bias=bias)
+        # here, between the norms and wo: the order of creation is the order of the random draws
+        self.add_qkv(d_model, bias)
         self.wo = nn.Linear(n_heads * d_head, d_model, bias=bias)
         self.fc1, self.fc2 = nn.Linear(d_model, d_ff, bias=bias), nn.Linear(d_ff, d_model, bias=bias)
+
+    def add_qkv(self, d_model: int, bias: bool) -> None:
+        """The q, k and v projections: three maps."""
+        self.wq = nn.Linear(d_model, self.n_heads * self.d_head, bias=bias)
+        self.wk = nn.Linear(d_model, self.n_kv_heads * self.d_head, bias=bias)
+        self.wv = nn.Linear(d_model, self.n_kv_heads * self.d_head, bias=bias)
 
     def drop(self, x: Tensor) -> Tensor:
         return F.dropout(x, self.dropout, self.training)
@@ -165,19 +170,13 @@ def gradients_of(model: ReferenceGPT) -> dict[str, Tensor]:
     return model._keyed(lambda p: p.grad)
 
 
-class FlatBlock(nn.Module):
+class FlatBlock(ReferenceBlock):
     """``ReferenceBlock`` with q, k, v from one matmul and SDPA's fused causal kernel (its
     ``dropout_p`` drops the attention probabilities, as nanoGPT's does)."""
 
-    def __init__(self, d_model: int, n_heads: int, n_kv_heads: int, d_head: int, d_ff: int,
-                 bias: bool = True, approximate: str = "tanh", dropout: float = 0.0):
-        super().__init__()
-        self.n_heads, self.n_kv_heads, self.d_head = n_heads, n_kv_heads, d_head
-        self.approximate, self.dropout = approximate, dropout
-        self.ln1, self.ln2 = nn.LayerNorm(d_model, bias=bias), nn.LayerNorm(d_model, bias=bias)
-        self.wqkv = nn.Linear(d_model, (n_heads + 2 * n_kv_heads) * d_head, bias=bias)
-        self.wo = nn.Linear(n_heads * d_head, d_model, bias=bias)
-        self.fc1, self.fc2 = nn.Linear(d_model, d_ff, bias=bias), nn.Linear(d_ff, d_model, bias=bias)
+    def add_qkv(self, d_model: int, bias: bool) -> None:
+        """The q, k and v projections stacked in one map."""
+        self.wqkv = nn.Linear(d_model, (self.n_heads + 2 * self.n_kv_heads) * self.d_head, bias=bias)
 
     def attention(self, x: Tensor) -> Tensor:
         b, n, _ = x.shape
@@ -191,9 +190,6 @@ class FlatBlock(nn.Module):
         drop = self.dropout if self.training else 0.0
         x = x + F.dropout(self.attention(self.ln1(x)), drop)
         return x + F.dropout(self.fc2(F.gelu(self.fc1(self.ln2(x)), approximate=self.approximate)), drop)
-
-    def residual_projections(self) -> tuple[nn.Linear, ...]:
-        return self.wo, self.fc2
 
 
 class FlatGPT(ReferenceGPT):
