@@ -25,12 +25,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from .procmem import run_worker
 from .results import write_rows
 from ..base.plotting import pyplot
 from ..settings.schema import add_flags, setting
@@ -136,10 +136,7 @@ def _spawn(name: str, args) -> list[dict]:
            "--device", args.device, "--threads", str(args.threads), "--dtype", args.dtype,
            "--rounds", str(args.rounds)]
     env = dict(os.environ, THP_MEM_ALLOC_ENABLE=os.environ.get("THP_MEM_ALLOC_ENABLE", "1"))
-    proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
-    if proc.returncode:
-        raise RuntimeError(f"benchmark worker for {name} failed:\n{proc.stderr[-3000:]}")
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    return run_worker(cmd, f"benchmark worker for {name}", env, tail=3000)
 
 
 def _peak_rss_mb() -> float:

@@ -31,13 +31,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 from .devices import DEVICE_HELP, DEVICES, meter, resolve
-from .procmem import worker_env
+from .procmem import run_worker, worker_env
 from .results import write_rows
 from ..base.plotting import pyplot
 from ..settings.schema import add_flags, setting
@@ -133,10 +132,7 @@ def _spawn(args, kind: str, L: int, rounds: int, measures=("time", "memory")) ->
     for measure, env in (("time", None), ("memory", worker_env())):
         if measure not in measures:
             continue
-        proc = subprocess.run(cmd + ["--measure", measure], capture_output=True, text=True, env=env)
-        if proc.returncode != 0:
-            raise RuntimeError(f"bench lsh worker {kind} L={L} ({measure}) failed:\n{proc.stderr[-2000:]}")
-        row.update(json.loads(proc.stdout.strip().splitlines()[-1]))
+        row.update(run_worker(cmd + ["--measure", measure], f"bench lsh worker {kind} L={L} ({measure})", env))
     return row
 
 

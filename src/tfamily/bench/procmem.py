@@ -15,8 +15,10 @@ separate process with the default allocator. Each configuration runs in a fresh 
 from __future__ import annotations
 
 import ctypes
+import json
 import os
 import re
+import subprocess
 
 ALLOCATOR_ENV = {"MALLOC_MMAP_THRESHOLD_": "131072", "MALLOC_TRIM_THRESHOLD_": "131072"}
 
@@ -24,6 +26,15 @@ ALLOCATOR_ENV = {"MALLOC_MMAP_THRESHOLD_": "131072", "MALLOC_TRIM_THRESHOLD_": "
 def worker_env() -> dict:
     """The environment for a process that measures peak memory."""
     return {**os.environ, **ALLOCATOR_ENV}
+
+
+def run_worker(cmd: list[str], what: str, env: dict | None = None, tail: int = 2000):
+    """Run a benchmark's worker process and return the JSON of the last line it prints; a
+    failure raises naming ``what``, with the last ``tail`` characters of its stderr."""
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    if proc.returncode != 0:
+        raise RuntimeError(f"{what} failed:\n{proc.stderr[-tail:]}")
+    return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
 def allocator_tracked() -> bool:

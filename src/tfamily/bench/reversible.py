@@ -18,13 +18,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 from .devices import DEVICE_HELP, DEVICES, meter, resolve
-from .procmem import worker_env
+from .procmem import run_worker, worker_env
+from .results import write_rows
 from ..base.plotting import pyplot
 from ..settings.schema import add_flags, setting
 
@@ -80,13 +80,7 @@ def run(args) -> int:
         for r in rows:
             if r["kind"] == kind:
                 r["vs_shallowest"] = round(r["activation_mb"] / lo, 3) if lo else None
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "reversible.json").write_text(json.dumps(rows, indent=2))
-    with open(out / "reversible.csv", "w") as f:
-        f.write(",".join(FIELDS + ["vs_shallowest"]) + "\n")
-        f.writelines(",".join("" if r.get(k) is None else str(r[k]) for k in FIELDS + ["vs_shallowest"]) + "\n"
-                     for r in rows)
+    out = write_rows(args.out, "reversible", rows, FIELDS + ["vs_shallowest"])
     _plot(rows, out / "reversible.png")
     if args.json:
         print(json.dumps(rows, indent=2))
@@ -101,10 +95,7 @@ def _spawn(args, kind: str, n_layers: int) -> dict:
            "--seq-len", str(args.seq_len), "--batch", str(args.batch), "--d-model", str(args.d_model),
            "--heads", str(args.heads), "--kernel", args.kernel, "--ff-chunks", str(args.ff_chunks),
            "--threads", str(args.threads), "--device", args.device]
-    proc = subprocess.run(cmd, capture_output=True, text=True, env=worker_env())
-    if proc.returncode != 0:
-        raise RuntimeError(f"bench reversible worker {kind} n_layers={n_layers} failed:\n{proc.stderr[-2000:]}")
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    return run_worker(cmd, f"bench reversible worker {kind} n_layers={n_layers}", worker_env())
 
 
 def model_spec(args, kind: str, n_layers: int):
