@@ -31,9 +31,9 @@ import torch
 from torch import Tensor, nn
 
 from ..nn.depth import Depth
-from ..nn.dropout import maybe_dropout
-from ..nn.embedding import NoTokenTypes, TokenEmbedding
+from ..nn.embedding import TokenEmbedding
 from .hooks import ForwardsHooks
+from .trunk import attach_parts, embed_tokens
 
 
 class LastToken(nn.Module):
@@ -84,16 +84,12 @@ class Classifier(ForwardsHooks, nn.Module):
                  objective: nn.Module, dropout: float = 0.0, embed_norm: nn.Module | None = None,
                  sees_ahead: bool = True, types: nn.Module | None = None):
         super().__init__()
-        self.embed, self.position, self.stack, self.head = embed, position, stack, head
-        self.types = types if types is not None else NoTokenTypes()  # BERT's segments (nn/embedding/token_type.py)
-        self.embed_norm = embed_norm if embed_norm is not None else nn.Identity()
-        self.objective = objective
-        self.drop = maybe_dropout(dropout)
+        attach_parts(self, embed, position, stack, head, objective, dropout, embed_norm, types)
         self.sees_ahead = sees_ahead
 
     def forward(self, tokens: Tensor, *, key_padding: Tensor | None = None,
                 token_types: Tensor | None = None) -> Tensor:
         """``tokens``: (b, n) ids -> class logits (b, n_classes); ``token_types``: as ``LanguageModel``'s."""
-        x = self.drop(self.embed_norm(self.types(self.position(self.embed(tokens), 0), token_types)))
+        x = embed_tokens(self, tokens, 0, token_types)
         x = self.stack(x, key_padding=key_padding if self.sees_ahead else None)
         return self.head(x, key_padding)

@@ -11,11 +11,11 @@ import torch
 from torch import Tensor, nn
 
 from ..nn.depth import Depth
-from ..nn.dropout import maybe_dropout
-from ..nn.embedding import NoTokenTypes, TokenEmbedding
+from ..nn.embedding import TokenEmbedding
 from ..nn.state import State, new_state
 from ..registry import ACTIVATIONS
 from .hooks import ForwardsHooks
+from .trunk import attach_parts, embed_tokens
 
 
 class LanguageModel(ForwardsHooks, nn.Module):
@@ -27,12 +27,7 @@ class LanguageModel(ForwardsHooks, nn.Module):
                  make_state: Callable[..., State] | None = None, embed_norm: nn.Module | None = None,
                  types: nn.Module | None = None):
         super().__init__()
-        self.embed, self.position, self.stack, self.head = embed, position, stack, head
-        self.types = types if types is not None else NoTokenTypes()  # BERT's segments (nn/embedding/token_type.py)
-        # BERT normalises the embedding sum before the first layer (Devlin et al. 2019's code).
-        self.embed_norm = embed_norm if embed_norm is not None else nn.Identity()
-        self.objective = objective
-        self.drop = maybe_dropout(dropout)
+        attach_parts(self, embed, position, stack, head, objective, dropout, embed_norm, types)
         self.make_state = make_state  # the state axis (build.STATES); None = a KV cache per layer
 
     def forward(self, tokens: Tensor, *, key_padding: Tensor | None = None,
@@ -45,7 +40,7 @@ class LanguageModel(ForwardsHooks, nn.Module):
         (BERT's 0 for sentence A, 1 for B) of a model built with ``token_types``; None: all 0."""
         if offset is None:
             offset = 0 if state is None else state.offset
-        x = self.drop(self.embed_norm(self.types(self.position(self.embed(tokens), offset), token_types)))
+        x = embed_tokens(self, tokens, offset, token_types)
         extra = {} if global_tokens is None else {"global_tokens": global_tokens}
         logits = self.head(self.stack(x, state=state, key_padding=key_padding, **extra))
         if state is not None:
