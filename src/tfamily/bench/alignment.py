@@ -17,7 +17,7 @@ import torch
 
 from ..models.generate import greedy_decode
 from ..models.rnn_encdec import RNNEncoderDecoder
-from ..base.plotting import pyplot
+from ..base.plotting import pyplot, save_figure
 from ..settings.schema import add_flags, setting
 
 
@@ -99,9 +99,7 @@ def plot(weights: torch.Tensor, src_labels: list[str], tgt_labels: list[str], pa
     ax.set_xlabel("source")
     ax.set_ylabel("target")
     ax.set_title(title, fontsize=9, pad=24)
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
+    save_figure(fig, path, dpi=100)
 
 
 def run(args) -> int:

@@ -32,7 +32,7 @@ from pathlib import Path
 
 from .procmem import run_worker
 from .results import write_rows
-from ..base.plotting import pyplot
+from ..base.plotting import pyplot, save_figure
 from ..settings.schema import add_flags, setting
 
 BASELINE = "dense_causal_sdpa"
@@ -337,10 +337,7 @@ def plot(rows: list[dict], path: Path) -> None:
     axes[2].legend(fontsize=7)
     r0 = rows[0]
     fig.suptitle(f"attention, b={r0['batch']} h={r0['heads']} e={r0['d_head']}, {r0['device']}", fontsize=10)
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    save_figure(fig, path, dpi=110)
 
 
 def _table(rows: list[dict]) -> None:

@@ -242,7 +242,7 @@ def run(args) -> int:
 
 
 def _plot(rows: list[dict], path: Path) -> None:
-    from ..base.plotting import pyplot
+    from ..base.plotting import pyplot, save_figure
     plt = pyplot()
     speed = [r for r in rows if r.get("mb_per_s") and r["row"] in ("prepare", "baseline")]
     train = [r for r in rows if r["row"] == "train"]
@@ -257,6 +257,4 @@ def _plot(rows: list[dict], path: Path) -> None:
         axes[1].bar([f"{r['mb']:.0f} MB" for r in train], [r["rss_anon_peak_mb"] for r in train])
         axes[1].set_ylabel("peak RssAnon (MiB)")
         axes[1].set_title(f"tfamily train, {train[0]['steps']} steps, prepared BPE corpus")
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    save_figure(fig, path, dpi=110)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..base.plotting import pyplot
+from ..base.plotting import pyplot, save_figure
 
 
 def sync(cuda: bool) -> None:
@@ -86,9 +86,7 @@ def plot(rows: list[dict], path: Path) -> None:
     r0 = done[0]
     fig.suptitle(f"flex floor, b={r0['batch']} h={r0['heads']} e={r0['d_head']} block={r0['block_size']} "
                  f"{r0['dtype']}, {r0.get('gpu') or r0['device']}, torch {r0['torch']}", fontsize=10)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    save_figure(fig, path, dpi=110)
 
 
 def table(rows: list[dict]) -> str:

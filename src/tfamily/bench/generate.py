@@ -20,7 +20,7 @@ import torch
 
 from .results import check_model_args, print_rows, write_rows
 from .train import _sync
-from ..base.plotting import pyplot
+from ..base.plotting import pyplot, save_figure
 from ..settings.schema import add_flags, setting
 
 FIELDS = ["model", "batch", "device", "threads", "tokens_per_s", "ms_per_step", "vs_recompute", "vs_hf",
@@ -176,6 +176,4 @@ def plot(rows: list[dict], path: Path) -> None:
         r = timed[0]
         ax.set_title(f"greedy, d{r['d_model']} x{r['n_layers']}, {r['prompt_len']} + {r['new_tokens']} tokens",
                      fontsize=9)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    save_figure(fig, path, dpi=110)

@@ -38,7 +38,7 @@ from pathlib import Path
 from .devices import DEVICE_HELP, DEVICES, meter, resolve
 from .procmem import run_worker, worker_env
 from .results import write_rows
-from ..base.plotting import pyplot
+from ..base.plotting import pyplot, save_figure
 from ..settings.schema import add_flags, setting
 
 FIELDS = ["kind", "n_hashes", "seq_len", "fwd_bwd_ms", "peak_mb", "speedup", "extrapolated", "batch", "heads",
@@ -275,10 +275,7 @@ def _plot(rows: list[dict], path: Path) -> None:
         ax.grid(True, which="both", alpha=0.3)
     ax_t.legend(fontsize=7)
     fig.suptitle(f"LSH attention vs dense SDPA, {rows[0]['device']}")
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    save_figure(fig, path, dpi=120)
 
 
 if __name__ == "__main__":  # the same as `tfamily bench lsh`

@@ -16,7 +16,7 @@ import torch
 
 from ..nn.patterns import Local2D, PerHead, Union, dense_mask
 from ..nn.patterns.examples import examples
-from ..base.plotting import pyplot
+from ..base.plotting import pyplot, save_figure
 from ..settings.schema import add_flags, setting
 
 COLOURS = [(0.17, 0.39, 0.70), (0.55, 0.75, 0.95), (0.95, 0.55, 0.25), (0.45, 0.75, 0.45)]
@@ -83,9 +83,7 @@ def draw(name: str, pattern, seq_len: int, path: Path) -> None:
     bottom.tick_params(labelsize=6)
     handles = [plt.Rectangle((0, 0), 1, 1, color=COLOURS[i % len(COLOURS)]) for i in range(len(parts))]
     bottom.legend(handles, [label for label, _ in parts], fontsize=6, loc="upper right")
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    save_figure(fig, path, dpi=120)
 
 
 def run(args) -> int:

@@ -25,7 +25,7 @@ import torch.nn.functional as F
 
 from .results import check_model_args, print_rows, write_rows
 from .train import _sync, flops_per_token
-from ..base.plotting import pyplot
+from ..base.plotting import pyplot, save_figure
 from ..settings.schema import add_flags, setting
 
 FIELDS = ["shape", "model", "precision", "best", "device", "threads", "params", "flops_per_token", "step_ms",
@@ -293,6 +293,4 @@ def plot(rows: list[dict], path: Path) -> None:
         r0 = next(r for r in rows if r["shape"] == shape)
         ax.set_title(f"{shape}: d{r0['d_model']} x{r0['n_layers']}, seq {r0['seq_len']}, batch {r0['batch']}",
                      fontsize=9)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    save_figure(fig, path, dpi=110)

@@ -19,7 +19,7 @@ from torch import nn
 
 from ..models.encdec import EncoderDecoder
 from ..nn.depth import UniversalACT
-from ..base.plotting import pyplot
+from ..base.plotting import pyplot, save_figure
 from ..settings.schema import add_flags, setting
 
 
@@ -90,9 +90,7 @@ def plot(rows: list[dict], labels: list[str], path: Path, title: str) -> None:
     ax.set_xticks(range(n), [repr(c)[1:-1] for c in labels], fontsize=7, rotation=90 if n > 60 else 0)
     ax.set_title(title)
     fig.colorbar(im, ax=ax, label="ponder time N + R (steps)")
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
+    save_figure(fig, path, dpi=100)
 
 
 def run(args) -> int:

@@ -22,7 +22,7 @@ import torch.nn.functional as F
 
 from ..train.optim import WarmupCosine, param_groups
 from .results import check_model_args, print_rows, write_rows
-from ..base.plotting import pyplot
+from ..base.plotting import pyplot, save_figure
 from ..settings.schema import add_flags, setting
 
 MODELS = ("tfamily", "nanogpt", "hf-gpt2")
@@ -237,9 +237,7 @@ def plot(rows: list[dict], models: list[str], path: Path) -> None:
     for ax in axes:
         ax.grid(alpha=0.3)
         ax.legend()
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    save_figure(fig, path, dpi=110)
 
 
 def run(args) -> int:

@@ -25,7 +25,7 @@ from pathlib import Path
 from .devices import DEVICE_HELP, DEVICES, meter, resolve
 from .procmem import run_worker, worker_env
 from .results import write_rows
-from ..base.plotting import pyplot
+from ..base.plotting import pyplot, save_figure
 from ..settings.schema import add_flags, setting
 
 KINDS = {"reversible": {"depth.name": "reversible"},
@@ -155,10 +155,7 @@ def _plot(rows: list[dict], path: Path) -> None:
     ax.set_title("Peak training memory minus params, grads, AdamW state")
     ax.grid(True, alpha=0.3)
     ax.legend()
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    save_figure(fig, path, dpi=120)
 
 
 if __name__ == "__main__":  # the same as `tfamily bench reversible`

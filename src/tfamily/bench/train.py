@@ -21,7 +21,7 @@ import torch
 
 from ..base.numbers import check_number
 from .results import check_model_args, write_rows
-from ..base.plotting import pyplot
+from ..base.plotting import pyplot, save_figure
 from ..settings.schema import add_flags, setting
 
 FIELDS = ["kind", "precision", "device", "threads", "params", "flops_per_token", "step_ms", "tokens_per_s",
@@ -156,6 +156,4 @@ def plot(rows: list[dict], path: Path) -> None:
         r = train[0]
         fig.suptitle(f"GPT d{r['d_model']} x {r['n_layers']} layers, seq {r['seq_len']}, batch {r['batch']} "
                      f"on {r['device']} ({r['threads']} threads)", fontsize=10)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    save_figure(fig, path, dpi=110)

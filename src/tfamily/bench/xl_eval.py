@@ -41,7 +41,7 @@ from ..data import StreamBatches, load_corpus
 from ..nn.position import RelativePosition
 from ..spec import Spec
 from .devices import DEVICE_HELP, DEVICES, meter, resolve
-from ..base.plotting import pyplot
+from ..base.plotting import pyplot, save_figure
 from ..settings.schema import add_flags, setting
 
 FIELDS = ["mode", "attention_length", "seg_len", "mem_len", "rows", "tokens", "scored", "wall_s", "tokens_per_s",
@@ -267,6 +267,4 @@ def _plot(rows: list[dict], path: Path) -> None:
     ax.set_yscale("log")
     ax.set_title("XL evaluation: memory vs re-processing windows")
     ax.legend()
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
+    save_figure(fig, path, dpi=100)

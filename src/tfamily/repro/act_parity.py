@@ -37,7 +37,7 @@ from ..nn.depth import ACT
 from ..train import grid as runner
 from ..base.options import seconds
 from .stream import StreamTask, loop_config
-from ..base.plotting import pyplot
+from ..base.plotting import pyplot, save_figure
 from ..settings.schema import add_flags, setting
 
 
@@ -169,9 +169,7 @@ def _plot(path: Path, ponder: list[dict], curves: list[dict]) -> None:
     b.set(xlabel="training step", ylabel="sequence error (%)", title="Parity: sequence error")
     a.legend()
     b.legend()
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
+    save_figure(fig, path, dpi=100)
 
 
 def run(args) -> int:

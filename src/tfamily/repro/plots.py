@@ -6,7 +6,7 @@ from pathlib import Path
 
 from torch import Tensor
 
-from ..base.plotting import pyplot
+from ..base.plotting import pyplot, save_figure
 
 
 def save_grid(images: Tensor, path: Path, title: str) -> None:
@@ -20,10 +20,7 @@ def save_grid(images: Tensor, path: Path, title: str) -> None:
         if i < n:
             ax.imshow(images[i].numpy(), cmap="gray", vmin=0, vmax=255)
     fig.suptitle(title, fontsize=8)
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
+    save_figure(fig, path, dpi=100)
 
 
 def save_curves(curve: list[dict], rows: list[dict], path: Path) -> None:
@@ -47,9 +44,7 @@ def save_curves(curve: list[dict], rows: list[dict], path: Path) -> None:
                  fontsize=8)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
+    save_figure(fig, path, dpi=100)
 
 
 def save_bars(rows: list[dict], key: str, label: str, path: Path, title: str, note: str | None = None) -> None:
@@ -64,10 +59,7 @@ def save_bars(rows: list[dict], key: str, label: str, path: Path, title: str, no
                         ha="center", va="bottom", fontsize=7)
     ax.set_ylabel(label)
     ax.set_title(title, fontsize=8)
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
+    save_figure(fig, path, dpi=100)
 
 
 def save_bpc_curves(lines: list[tuple[str, list[dict]]], path: Path, title: str, target: float | None = None) -> None:
@@ -85,7 +77,4 @@ def save_bpc_curves(lines: list[tuple[str, list[dict]]], path: Path, title: str,
     ax.set_title(title, fontsize=8)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7)
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
+    save_figure(fig, path, dpi=100)

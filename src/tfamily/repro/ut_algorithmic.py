@@ -54,7 +54,7 @@ from ..train.device import resolve_device
 from ..train.evaluate import to_device
 from ..train.tasks.seq2seq import pairs_batch
 from .stream import StreamTask, loop_config
-from ..base.plotting import pyplot
+from ..base.plotting import pyplot, save_figure
 from ..settings.schema import add_flags, setting
 
 TASKS = ("copy", "reverse", "addition")
@@ -249,9 +249,7 @@ def _plot(path: Path, rows: list[dict], title: str) -> None:
         ax.set(ylabel=label, ylim=(0, 1), title=label)
     axes[0].legend()
     fig.suptitle(title)
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
+    save_figure(fig, path, dpi=100)
 
 
 def _check(args) -> None:
