@@ -6,6 +6,7 @@ order and merged by log-sum-exp, a per-head mix is computed head group by group)
 """
 from __future__ import annotations
 
+import operator
 from dataclasses import dataclass
 
 import torch
@@ -17,6 +18,14 @@ from .base import Pattern, candidates, is_per_head, key_order, query_order
 def _same(values):
     values = list(values)
     return values[0] if values and all(v == values[0] for v in values) else None
+
+
+def _fold(op, patterns: tuple, part) -> Tensor:
+    """``part(p0) op part(p1) op ...``, left to right, each part computed just before it is joined."""
+    out = part(patterns[0])
+    for p in patterns[1:]:
+        out = op(out, part(p))
+    return out
 
 
 def _check_patterns(owner: str, patterns) -> tuple:
@@ -60,16 +69,10 @@ class Union:
         return _same(key_order(p) for p in self.patterns)
 
     def mask_mod(self, b: Tensor, h: Tensor, q_idx: Tensor, kv_idx: Tensor) -> Tensor:
-        out = self.patterns[0].mask_mod(b, h, q_idx, kv_idx)
-        for p in self.patterns[1:]:
-            out = out | p.mask_mod(b, h, q_idx, kv_idx)
-        return out
+        return _fold(operator.or_, self.patterns, lambda p: p.mask_mod(b, h, q_idx, kv_idx))
 
     def block_candidates(self, qpos: Tensor, kpos: Tensor, heads) -> Tensor:
-        out = candidates(self.patterns[0], qpos, kpos, heads)
-        for p in self.patterns[1:]:
-            out = out | candidates(p, qpos, kpos, heads)
-        return out
+        return _fold(operator.or_, self.patterns, lambda p: candidates(p, qpos, kpos, heads))
 
 
 @dataclass(frozen=True, init=False)
@@ -103,16 +106,10 @@ class Intersect:
         return next((o for p in self.patterns if (o := key_order(p))), None)
 
     def mask_mod(self, b: Tensor, h: Tensor, q_idx: Tensor, kv_idx: Tensor) -> Tensor:
-        out = self.patterns[0].mask_mod(b, h, q_idx, kv_idx)
-        for p in self.patterns[1:]:
-            out = out & p.mask_mod(b, h, q_idx, kv_idx)
-        return out
+        return _fold(operator.and_, self.patterns, lambda p: p.mask_mod(b, h, q_idx, kv_idx))
 
     def block_candidates(self, qpos: Tensor, kpos: Tensor, heads) -> Tensor:
-        out = candidates(self.patterns[0], qpos, kpos, heads)
-        for p in self.patterns[1:]:
-            out = out & candidates(p, qpos, kpos, heads)
-        return out
+        return _fold(operator.and_, self.patterns, lambda p: candidates(p, qpos, kpos, heads))
 
 
 @dataclass(frozen=True)
