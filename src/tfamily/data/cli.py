@@ -39,7 +39,7 @@ def _prepare(args) -> int:
     out, m = prepare(settings)
     took = time.perf_counter() - start
     size = sum(s["bytes"] for s in m["sources"])
-    parts = ", ".join(f"{name} {e['tokens']:,} tokens ({e['documents']:,} documents)"
+    parts = ", ".join(f"{name} {e['tokens']:,} tokens ({e['documents']:,} document{'s' * (e['documents'] != 1)})"
                       for name, e in m["splits"].items() if e is not None)
     print(f"{out}: {m['tokenizer']} ({m['vocab_size']:,} tokens, {m['dtype']}): {parts}; "
           f"{size / 1e6:,.1f} MB in {took:.1f} s ({size / 1e6 / max(took, 1e-9):,.1f} MB/s); train with "
