@@ -19,6 +19,12 @@ import torch
 
 from . import procmem
 
+
+def sync(device: torch.device) -> None:
+    """Wait for ``device``'s queued kernels (a no-op on the CPU), so a clock read next sees finished work."""
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
 DEVICES = ("cpu", "cuda")
 DEVICE_HELP = ("where to run: cpu, or cuda (the first GPU; time between CUDA events, memory from "
                "torch.cuda.max_memory_allocated)")

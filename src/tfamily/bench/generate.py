@@ -19,7 +19,7 @@ from pathlib import Path
 import torch
 
 from .results import check_model_args, print_rows, write_rows
-from .train import _sync
+from .devices import sync
 from ..base.plotting import pyplot, save_figure
 from ..settings.schema import add_flags, setting
 
@@ -86,10 +86,10 @@ def _hf_generate(model, prompt: torch.Tensor, n: int) -> torch.Tensor:
 
 
 def _timed(fn, device) -> tuple[torch.Tensor, float]:
-    _sync(device)
+    sync(device)
     t0 = time.perf_counter()
     out = fn()
-    _sync(device)
+    sync(device)
     return out, time.perf_counter() - t0
 
 

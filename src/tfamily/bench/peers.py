@@ -24,7 +24,8 @@ import torch
 import torch.nn.functional as F
 
 from .results import check_model_args, print_rows, write_rows
-from .train import _sync, flops_per_token
+from .devices import sync
+from .train import flops_per_token
 from ..base.plotting import pyplot, save_figure
 from ..settings.schema import add_flags, setting
 
@@ -166,11 +167,11 @@ class Cell:
         self.opt.zero_grad(set_to_none=True)
 
     def timed(self, steps: int) -> None:
-        _sync(self.device)
+        sync(self.device)
         t0 = time.perf_counter()
         for _ in range(steps):
             self.step()
-        _sync(self.device)
+        sync(self.device)
         self.seconds += time.perf_counter() - t0
         self.steps += steps
 
@@ -186,11 +187,11 @@ class PeakCell:
         self.a @ self.b
 
     def timed(self, reps: int) -> None:
-        _sync(self.device)
+        sync(self.device)
         t0 = time.perf_counter()
         for _ in range(reps):
             self.a @ self.b
-        _sync(self.device)
+        sync(self.device)
         self.seconds += time.perf_counter() - t0
         self.reps += reps
 

@@ -20,6 +20,7 @@ from pathlib import Path
 import torch
 
 from ..base.numbers import check_number
+from .devices import sync
 from .results import check_model_args, write_rows
 from ..base.plotting import pyplot, save_figure
 from ..settings.schema import add_flags, setting
@@ -51,21 +52,16 @@ def add_args(p) -> None:
     add_flags(p, Settings)
 
 
-def _sync(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-
-
 def matmul_gflops(n: int, dtype: torch.dtype, device: torch.device, min_time: float = 1.0) -> float:
     """Rate of an (n x n) @ (n x n) matmul: 2 n^3 FLOPs each, best of repeated timing."""
     a, b = torch.randn(n, n, device=device).to(dtype), torch.randn(n, n, device=device).to(dtype)
     a @ b
-    _sync(device)
+    sync(device)
     reps, t0 = 0, time.perf_counter()
     while reps < 2 or time.perf_counter() - t0 < min_time:
         a @ b
         reps += 1
-        _sync(device)
+        sync(device)
     return 2 * n ** 3 * reps / (time.perf_counter() - t0) / 1e9
 
 
@@ -97,12 +93,12 @@ def train_rate(args, precision: str, device: torch.device) -> dict:
         opt.zero_grad(set_to_none=True)
 
     step()  # warm-up: allocations, kernels, lazy optimiser state
-    _sync(device)
+    sync(device)
     steps, t0 = 0, time.perf_counter()
     while steps < 2 or time.perf_counter() - t0 < args.min_time:
         step()
         steps += 1
-        _sync(device)
+        sync(device)
     dt = (time.perf_counter() - t0) / steps
     fpt = flops_per_token(model, args.layers, args.d_model, args.seq_len)
     tps = args.batch * args.seq_len / dt
