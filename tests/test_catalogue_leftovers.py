@@ -97,13 +97,13 @@ def test_a_recurrent_members_tour_quotes_its_own_equations(member):
 
 
 def test_ctrl_c_names_the_command_that_resumes_the_run(tmp_path, monkeypatch, capsys):
-    from tfamily.train import loop
-    real = loop.train
+    from tfamily.train import fit
+    real = fit.train
 
     def interrupted_after(cfg, **kw):
         real(cfg, **kw)
         raise KeyboardInterrupt
-    monkeypatch.setattr(loop, "train", interrupted_after)
+    monkeypatch.setattr(fit, "train", interrupted_after)
     out = tmp_path / "r"
     capsys.readouterr()
     assert cli.main(["train", *LM, "--steps", "2", "train.ckpt_every=1", "--out", str(out)]) == 130
@@ -112,11 +112,11 @@ def test_ctrl_c_names_the_command_that_resumes_the_run(tmp_path, monkeypatch, ca
 
 
 def test_ctrl_c_before_any_checkpoint_says_there_is_none(tmp_path, monkeypatch, capsys):
-    from tfamily.train import loop
+    from tfamily.train import fit
 
     def interrupted(cfg, **kw):
         raise KeyboardInterrupt
-    monkeypatch.setattr(loop, "train", interrupted)
+    monkeypatch.setattr(fit, "train", interrupted)
     capsys.readouterr()
     assert cli.main(["train", *LM, "--steps", "2", "--out", str(tmp_path / "r")]) == 130
     err = capsys.readouterr().err.strip().splitlines()[-1]

@@ -9,7 +9,7 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from tfamily.train import checkpoint, loop
+from tfamily.train import checkpoint, fit, loop
 from tfamily.train.config import load
 from tfamily.train.metrics import read_csv
 
@@ -31,10 +31,10 @@ def test_a_resumed_run_loads_its_weights_bitwise_and_repeats_its_losses(member, 
         return load(None, {**TINY, "member": member, "train.device": device.type, "train.max_steps": steps,
                            "train.precision": precision, "train.out": str(tmp_path / out)})
 
-    full = loop.train(cfg("full", 6))
+    full = fit.train(cfg("full", 6))
     assert full["device"].startswith(device.type) and full["steps"] == 6 and full["precision"] == precision
-    loop.train(cfg("part", 3))
-    resumed = loop.Trainer(loop.resume_config(tmp_path / "part", {"train.max_steps": 6}), resume=tmp_path / "part")
+    fit.train(cfg("part", 3))
+    resumed = loop.Trainer(fit.resume_config(tmp_path / "part", {"train.max_steps": 6}), resume=tmp_path / "part")
     assert resumed.step == 3 and next(resumed.model.parameters()).device.type == device.type
     assert (resumed.scaler.state_dict() or None) == checkpoint.load(tmp_path / "part").meta["scaler"]  # fp32: none
     saved = load_file(checkpoint.resolve(tmp_path / "part") / "model.safetensors")

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from tfamily.train import loop
+from tfamily.train import fit, loop
 from tfamily.train.config import load
 from tfamily.train.metrics import read_csv
 
@@ -26,7 +26,7 @@ def test_auto_checks_on_the_device_and_trains_as_checking_every_step(device, tmp
     assert auto.check_every == (4 if device.type == "cuda" else 1)
     a = auto.fit()
     auto.close()
-    b = loop.train(_cfg(device, tmp_path, "every", **{"train.optimizer": optimizer, "train.check_every": 1}))
+    b = fit.train(_cfg(device, tmp_path, "every", **{"train.optimizer": optimizer, "train.check_every": 1}))
     losses = [[float(r["loss"]) for r in read_csv(tmp_path / n / "train.csv")] for n in ("auto", "every")]
     assert len(losses[0]) == 2 and losses[0][-1] < losses[0][0] + 1.0
     torch.testing.assert_close(torch.tensor(losses[0]), torch.tensor(losses[1]), atol=0.0, rtol=1e-6)

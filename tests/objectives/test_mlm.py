@@ -13,7 +13,7 @@ import tfamily
 from tfamily import members
 from tfamily.objectives import MaskedLM
 from tfamily.objectives.mlm import select, selection_count
-from tfamily.train import loop
+from tfamily.train import fit
 from tfamily.train.config import load
 
 V = 17
@@ -142,7 +142,7 @@ def test_trains_on_a_corpus_through_the_loop(tmp_path):
                       "train.eval_every": None, "train.eval_tokens": 256, "train.ckpt_every": None,
                       "train.warmup": 1, "train.precision": "fp32", "train.progress": False,
                       "train.tensorboard": False, "train.out": str(tmp_path / "run")})
-    r = loop.train(cfg)
+    r = fit.train(cfg)
     assert r["steps"] == 3 and math.isfinite(r["val_loss"])
     # 15% of the scored windows' characters are predicted: round(0.15 * 32) = 5 per window.
     assert r["val_loss"] > 0.5 * math.log(65)

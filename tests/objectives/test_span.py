@@ -13,7 +13,7 @@ import tfamily
 from tfamily import members
 from tfamily.objectives import SpanCorruption
 from tfamily.objectives.span import corrupt, noise_mask, random_segmentation, restore, span_counts
-from tfamily.train import loop
+from tfamily.train import fit
 from tfamily.train.config import load
 
 V = 20
@@ -159,5 +159,5 @@ def test_pretrains_the_encoder_decoder_on_a_corpus_through_the_loop(tmp_path):
                       "train.max_steps": 3, "train.eval_every": None, "train.eval_tokens": 200,
                       "train.ckpt_every": None, "train.warmup": 1, "train.precision": "fp32",
                       "train.progress": False, "train.tensorboard": False, "train.out": str(tmp_path / "run")})
-    r = loop.train(cfg)
+    r = fit.train(cfg)
     assert r["steps"] == 3 and math.isfinite(r["val_loss"])

@@ -80,10 +80,10 @@ ARGS = ["data.corpus=tinyshakespeare", "data.stream=true", "data.seq_len=16", "t
 
 
 def main(argv: list[str]) -> None:
-    from tfamily.train import loop
+    from tfamily.train import fit, loop
     from tfamily.train.config import load
     run, resume, extra = argv[0], "--resume" in argv, [a for a in argv[1:] if a != "--resume"]
-    cfg = loop.resume_config(run) if resume else load(None, [*ARGS, f"train.out={run}", *extra])
+    cfg = fit.resume_config(run) if resume else load(None, [*ARGS, f"train.out={run}", *extra])
     torch.manual_seed(0)
     trainer = loop.Trainer(cfg, model=TinyLSTM(), resume=run if resume else None)
     trainer.fit()

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from tfamily import cli
-from tfamily.train import autotune, calibrate, checkpoint, device, loop
+from tfamily.train import autotune, calibrate, checkpoint, device, fit, loop
 from tfamily.train.config import load
 
 TINY = ["member=gpt", "model.d_model=32", "model.heads.n_heads=2", "model.depth.n_layers=1",
@@ -62,7 +62,7 @@ def test_the_same_command_twice_gets_the_same_settings_without_a_probe(machine, 
 
 
 def test_the_settings_are_recorded_in_the_run(machine, tmp_path):
-    result = loop.train(load(None, [*TINY, "train.max_steps=1", "train.precision=fp32",
+    result = fit.train(load(None, [*TINY, "train.max_steps=1", "train.precision=fp32",
                                     f"train.out={tmp_path / 'r'}"]))
     assert (result["threads"], result["threads_from"], result["precision"], result["precision_from"]) == \
         (2, "calibration", "fp32", "set")

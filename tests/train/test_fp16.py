@@ -10,7 +10,7 @@ import math
 import pytest
 import torch
 
-from tfamily.train import checkpoint, loop
+from tfamily.train import checkpoint, fit, loop
 from tfamily.train.config import load
 from tfamily.train.device import resolve_precision
 from tfamily.train.metrics import read_csv
@@ -26,7 +26,7 @@ TINY = {"member": "gpt", "model.d_model": 32, "model.heads.n_heads": 2, "model.d
 
 def _trainer(tmp_path, out="run", resume=None, **kw):
     if resume is not None:
-        return loop.Trainer(loop.resume_config(resume, kw), resume=resume)
+        return loop.Trainer(fit.resume_config(resume, kw), resume=resume)
     return loop.Trainer(load(None, {**TINY, "train.out": str(tmp_path / out), **kw}))
 
 

@@ -112,11 +112,11 @@ def _bytes(tensors: dict) -> dict:
 
 
 def _resume_and_check(run: str, max_steps: int, *overrides: str) -> None:
-    from tfamily.train import distributed, loop
+    from tfamily.train import distributed, fit, loop
     from tfamily.train.config import parse_overrides
     from tfamily.train.optim import flatten_optimizer
 
-    cfg = loop.resume_config(run, {"train.max_steps": max_steps, **parse_overrides(list(overrides))})
+    cfg = fit.resume_config(run, {"train.max_steps": max_steps, **parse_overrides(list(overrides))})
     tr = loop.Trainer(cfg, resume=run)
     ck = tr.ckpt
     weights = distributed.full_weights(tr.model) if tr.dist.fsdp else checkpoint.model_tensors(tr.model)

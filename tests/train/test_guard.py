@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from tfamily.train import checkpoint, guard, loop
+from tfamily.train import checkpoint, fit, guard, loop
 from tfamily.train.config import load
 from tfamily.train.metrics import read_csv
 
@@ -20,7 +20,7 @@ def _cfg(tmp_path, name, **kw):
 
 @pytest.mark.parametrize("optimizer", ["adamw", "muon"])
 def test_checks_on_the_device_train_exactly_as_checking_every_step(tmp_path, optimizer):
-    every = loop.train(_cfg(tmp_path, "a", **{"train.optimizer": optimizer}))
+    every = fit.train(_cfg(tmp_path, "a", **{"train.optimizer": optimizer}))
     trainer = loop.Trainer(_cfg(tmp_path, "b", **{"train.optimizer": optimizer, "train.check_every": 5}))
     assert trainer.check_every == 5 and trainer.guard is not None
     reads = []

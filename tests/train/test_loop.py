@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from tfamily.nn.state import SegmentMemory
-from tfamily.train import autotune, checkpoint, loop
+from tfamily.train import autotune, checkpoint, fit, loop
 from tfamily.train.config import load
 from tfamily.train.metrics import read_csv
 
@@ -24,7 +24,7 @@ def cfg(tmp_path, **kw):
 
 
 def test_trains_logs_and_reports(tmp_path):
-    r = loop.train(cfg(tmp_path, train__max_steps=30, train__eval_every=15, train__ckpt_every=15,
+    r = fit.train(cfg(tmp_path, train__max_steps=30, train__eval_every=15, train__ckpt_every=15,
                        train__tensorboard=True))
     run = tmp_path / "run"
     for key in ("member", "params", "steps", "tokens", "wall_s", "tokens_per_s", "train_loss", "val_loss", "val_bpc"):
@@ -40,7 +40,7 @@ def test_trains_logs_and_reports(tmp_path):
     assert [s for s, _ in checkpoint.step_dirs(run / "checkpoints")] == [30, 15]
     assert (run / "config.yaml").is_file() and (run / "result.json").is_file()
     with pytest.raises(ValueError, match="already has checkpoints; continue it with --resume"):
-        loop.train(cfg(tmp_path))
+        fit.train(cfg(tmp_path))
 
 
 def nan_loss(value, model):
@@ -126,8 +126,8 @@ def test_accumulation_equals_one_big_batch(tmp_path):
 
 
 def test_activation_checkpointing_changes_memory_not_results(tmp_path):
-    a = loop.train(cfg(tmp_path, train__out=str(tmp_path / "a")))
-    b = loop.train(cfg(tmp_path, train__out=str(tmp_path / "b"), train__activation_checkpointing=True))
+    a = fit.train(cfg(tmp_path, train__out=str(tmp_path / "a")))
+    b = fit.train(cfg(tmp_path, train__out=str(tmp_path / "b"), train__activation_checkpointing=True))
     assert checkpoint.load(tmp_path / "b").meta["spec"]["depth"]["checkpointing"] is True
     la = [float(r["loss"]) for r in read_csv(tmp_path / "a" / "train.csv")]
     lb = [float(r["loss"]) for r in read_csv(tmp_path / "b" / "train.csv")]
@@ -135,7 +135,7 @@ def test_activation_checkpointing_changes_memory_not_results(tmp_path):
 
 
 def test_time_budget_stops_the_run_and_moves_the_schedule(tmp_path):
-    r = loop.train(cfg(tmp_path, train__max_steps=None, train__time_budget="2s", train__warmup=0))
+    r = fit.train(cfg(tmp_path, train__max_steps=None, train__time_budget="2s", train__warmup=0))
     assert r["stopped"] == "time_budget" and r["train_s"] < 4
     meta = checkpoint.load(tmp_path / "run").meta
     total = meta["scheduler"]["lr_lambdas"][0]["total"]
@@ -145,7 +145,7 @@ def test_time_budget_stops_the_run_and_moves_the_schedule(tmp_path):
 
 
 def test_synthetic_task_learns_and_reports_accuracy(tmp_path):
-    r = loop.train(load(None, {**TINY, "train.out": str(tmp_path / "run"), "data.corpus": None, "data.task": "copy",
+    r = fit.train(load(None, {**TINY, "train.out": str(tmp_path / "run"), "data.corpus": None, "data.task": "copy",
                                "data.task_params": {"n_symbols": 4, "max_len": 6}, "train.batch_size": 16,
                                "train.lr": 1e-2, "train.warmup": 5, "train.max_steps": 80}))
     assert r["val_bpc"] is None  # not text
@@ -155,7 +155,7 @@ def test_synthetic_task_learns_and_reports_accuracy(tmp_path):
 
 
 def test_bf16_autocast_trains(tmp_path):
-    r = loop.train(cfg(tmp_path, train__precision="bf16", train__max_steps=3))
+    r = fit.train(cfg(tmp_path, train__precision="bf16", train__max_steps=3))
     assert r["precision"] == "bf16" and math.isfinite(r["val_loss"])
 
 
@@ -176,7 +176,7 @@ def test_stream_mode_carries_memory_and_resumes_it_exactly(tmp_path, monkeypatch
     part = loop.Trainer(load(None, {**TINY, **XL, "train.out": str(tmp_path / "part"), "train.max_steps": 4}))
     part.fit()
     monkeypatch.setattr(torch, "load", lambda *a, **k: pytest.fail("torch.load must never be used"))
-    resumed = loop.Trainer(loop.resume_config(tmp_path / "part", {"train.max_steps": 8}), resume=tmp_path / "part")
+    resumed = loop.Trainer(fit.resume_config(tmp_path / "part", {"train.max_steps": 8}), resume=tmp_path / "part")
     assert resumed.step == 4 and resumed.state.offset == 64
     resumed.fit()
     curve = lambda run: [(r["step"], r["loss"]) for r in read_csv(tmp_path / run / "train.csv")]  # noqa: E731
@@ -200,8 +200,8 @@ def test_spec_errors_name_the_option(tmp_path):
 
 @pytest.mark.slow
 def test_compiled_loss_trains_like_eager(tmp_path):
-    eager = loop.train(cfg(tmp_path, train__out=str(tmp_path / "eager"), train__max_steps=3))
-    compiled = loop.train(cfg(tmp_path, train__out=str(tmp_path / "compiled"), train__max_steps=3,
+    eager = fit.train(cfg(tmp_path, train__out=str(tmp_path / "eager"), train__max_steps=3))
+    compiled = fit.train(cfg(tmp_path, train__out=str(tmp_path / "compiled"), train__max_steps=3,
                               train__compile=True))
     la = [float(r["loss"]) for r in read_csv(tmp_path / "eager" / "train.csv")]
     lb = [float(r["loss"]) for r in read_csv(tmp_path / "compiled" / "train.csv")]
@@ -251,7 +251,7 @@ def test_auto_precision_on_a_bf16_cpu_times_both_and_keeps_the_faster(tmp_path, 
     assert list(seen[0]) == [(1, "fp32"), (1, "bf16")]
     # The probe left the model, RNG and data alone: training equals a run pinned to that precision.
     r = t.fit()
-    pinned = loop.train(cfg(tmp_path, train__out=str(tmp_path / "pinned"), train__precision=t.precision,
+    pinned = fit.train(cfg(tmp_path, train__out=str(tmp_path / "pinned"), train__precision=t.precision,
                             train__threads=1))
     assert r["precision"] == pinned["precision"] == t.precision
     assert r["train_loss"] == pinned["train_loss"]
@@ -273,7 +273,7 @@ def test_auto_precision_is_static_off_bf16_cpus_and_kept_on_resume(tmp_path, mon
     assert checkpoint.load(tmp_path / "b").meta["precision"] == "bf16"
     # Timing now favours fp32, but a resumed run continues in the precision it ran in.
     monkeypatch.setattr(loop.Trainer, "_measure", lambda *a, **k: pytest.fail("a resumed run is not re-timed"))
-    resumed = loop.Trainer(loop.resume_config(tmp_path / "b", {"train.max_steps": 4}), resume=tmp_path / "b")
+    resumed = loop.Trainer(fit.resume_config(tmp_path / "b", {"train.max_steps": 4}), resume=tmp_path / "b")
     assert resumed.precision == "bf16"
 
 

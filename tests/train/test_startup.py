@@ -14,7 +14,7 @@ import torch
 
 from tfamily import cli, members
 from tfamily.spec import Spec
-from tfamily.train import autotune, checkpoint, loop, presets, resolve, startup
+from tfamily.train import autotune, checkpoint, fit, loop, presets, resolve, startup
 from tfamily.train.config import check_resume, load
 
 TINY = ["member=gpt", "model.d_model=32", "model.heads.n_heads=2", "model.depth.n_layers=1",
@@ -89,7 +89,7 @@ def test_auto_threads_are_decided_once_and_kept_on_resume(tmp_path, monkeypatch)
         assert checkpoint.load(tmp_path / "r").meta["threads"] == 1
         torch.set_num_threads(2)
         calls.clear()
-        resumed = loop.Trainer(loop.resume_config(tmp_path / "r", {"train.max_steps": 4}), resume=tmp_path / "r")
+        resumed = loop.Trainer(fit.resume_config(tmp_path / "r", {"train.max_steps": 4}), resume=tmp_path / "r")
         assert torch.get_num_threads() == 1 and resumed.thread_rates is None and calls == [[1]]
         resumed.close()
     finally:

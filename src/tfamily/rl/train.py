@@ -19,7 +19,8 @@ from ..base.numbers import check_int, check_number
 from ..spec.sizes import fmt_bytes, machine_memory
 from ..train import checkpoint
 from ..settings.run import MAX_SEED, Config, DataConfig, TrainConfig, validate
-from ..train.loop import Trainer, resume_config
+from ..train.loop import Trainer
+from ..train.fit import resume_config
 from ..train.rng import seed_all
 from .encoders import encoder_for
 from .envs import check_env

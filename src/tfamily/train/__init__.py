@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import importlib
 
-_LAZY = {"Config": "config", "load": "config", "Trainer": "loop", "train": "loop", "resume_config": "loop",
+_LAZY = {"Config": "config", "load": "config", "Trainer": "loop", "train": "fit", "resume_config": "fit",
          "Task": "task", "make_task": "tasks",
          "NonFiniteLoss": "loop", "load_trained": "sample", "evaluate_trained": "sample", "sample_text": "sample"}
 __all__ = sorted(_LAZY)

@@ -98,7 +98,7 @@ def check_out(out: str | None) -> None:
 
 
 def _train(args) -> int:
-    from . import loop
+    from . import fit, loop
     from .checkpoint import load as load_checkpoint
     from .config import check_resume, load
     overrides = flag_overrides(args)
@@ -108,7 +108,7 @@ def _train(args) -> int:
             raise ValueError("--resume takes its config from the checkpoint; drop -c/--config "
                              "(key=value overrides still apply)")
         check_resume(load_checkpoint(args.resume).meta, overrides)
-        cfg = loop.resume_config(args.resume, overrides)
+        cfg = fit.resume_config(args.resume, overrides)
     else:
         if overrides.get("train.init_from") and "member" not in overrides:  # the start line names the checkpoint's
             from .finetune import source_spec
@@ -121,7 +121,7 @@ def _train(args) -> int:
         lambda: Path(cfg.train.out or f"runs/train/{cfg.run_name}"))
     try:
         with resumable(run_dir, "tfamily train --resume"):
-            result = loop.train(cfg, data_dir=args.data_dir, resume=args.resume)
+            result = fit.train(cfg, data_dir=args.data_dir, resume=args.resume)
     except loop.NonFiniteLoss as e:
         print(f"tfamily train: stopped: {e}", file=sys.stderr)
         return 3

@@ -33,7 +33,7 @@ from . import assemble, checkpoint, distributed, finetune, guard, resolve, rundi
 from .budget import Budget, Curve
 from .callbacks import (Callbacks, Checkpointing, Clock, Evaluation, MeasuredLine, NonFiniteGuard, Progress,
                         ResultFile, StepRecord, TimeBudget, extra)
-from .config import Config, apply_overrides, dump, from_dict, parse_duration
+from .config import Config, dump, parse_duration
 from .device import autocast, grad_scaler, resolve_precision
 from .evaluate import carried_state, held_out, to_device
 from .guard import NonFiniteLoss  # raised here, caught by the commands as loop.NonFiniteLoss
@@ -47,7 +47,7 @@ class Trainer:
     def __init__(self, cfg: Config, *, data_dir=None, resume: str | Path | None = None, task: Task | None = None,
                  spec: Spec | None = None, model: nn.Module | None = None, callbacks=()):
         """``resume``: a run or checkpoint directory to continue; ``cfg`` should then be the
-        checkpoint's config (see ``resume_config``), and the spec must match it.
+        checkpoint's config (``fit.resume_config``), and the spec must match it.
         ``task``: the work (default: the one ``cfg.data`` names); ``spec``: the model (default:
         ``cfg.member`` with ``cfg.model``, sized to the task); ``model``: an already built model
         with ``loss(batch)`` (a model outside the family, e.g. in a test), instead of a spec. The member
@@ -394,20 +394,3 @@ class Trainer:
                            "scored": v["tokens"]} for v in self.evals],
                 **({f"train_{k}": v for k, v in self.task.report().items()} if reports else {})}
 
-
-def resume_config(path: str | Path, overrides: dict | None = None) -> Config:
-    """The config saved with the checkpoint at ``path`` with dotted ``overrides`` on top
-    (e.g. ``{"train.max_steps": 4000}`` to train longer)."""
-    return from_dict(apply_overrides(checkpoint.load(path).meta["config"], overrides or {}))
-
-
-def train(cfg: Config, *, data_dir=None, resume=None) -> dict:
-    """Train ``cfg`` (or continue the run at ``resume``) and return the result dict."""
-    trainer = Trainer(cfg, data_dir=data_dir, resume=resume)
-    try:
-        result = trainer.fit()
-    except BaseException:
-        trainer.close(sync=False)
-        raise
-    trainer.close()
-    return result
