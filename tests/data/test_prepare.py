@@ -168,9 +168,11 @@ def test_a_prepare_that_fails_or_is_stopped_writes_nothing_and_the_next_starts_o
     assert list(tmp_path.iterdir()) == []
     monkeypatch.setattr(prep.readers, "read", real)
     # a killed one leaves its partial folder (with a manifest of shards that were never finished): removed
-    partial = tmp_path / ".p.partial"
-    partial.mkdir()
-    (partial / "manifest.json").write_text("{}")
+    # and a kill between replacing a corpus and deleting the old one leaves the old one aside: removed too
+    partial, aside = tmp_path / ".p.partial", tmp_path / ".del-p-12345"
+    for folder in (partial, aside):
+        folder.mkdir()
+        (folder / "manifest.json").write_text("{}")
     folder, m = _prep(out, [d / "docs.jsonl"], "byte")
     assert not partial.exists() and sorted(p.name for p in tmp_path.iterdir()) == ["p"]
     assert load_corpus(folder).split("train").numel() == m["splits"]["train"]["tokens"]

@@ -252,7 +252,7 @@ def prepare(settings: PrepareSettings) -> tuple[Path, dict]:
         return out, json.loads((out / MANIFEST).read_text())
     if not subword.bpe_size(settings.vocab) and settings.vocab not in ("byte", "char"):
         _lent_vocab(settings.vocab)  # a bad --vocab is refused before any pass
-    for stale in (plan.partial, out.with_name(f".{out.name}.old")):
+    for stale in (plan.partial, *out.parent.glob(f".del-{out.name}-*")):  # replace_dir's aside, if a kill left it
         if stale.exists():
             print(f"tfamily data prepare: note: removing {stale}, left by a prepare that was stopped; starting "
                   f"over", file=sys.stderr)
